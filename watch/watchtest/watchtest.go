@@ -1,0 +1,324 @@
+// Package watchtest provides a scripted ListerWatcher that can produce every
+// way a watch session ends, for tests of code built on
+// [github.com/watchgrade/watchgrade/watch] and for tests of your own
+// controllers.
+//
+// A [ListerWatcher] plays [Session] scripts in order, one per Watch call, and
+// [List] results in order, one per List call, and records every call with
+// its options. Build scripts from the helpers: [Added], [Bookmark],
+// [InitialEventsEnd], [ErrorEvent], [Expired], [Forbidden], [NotFound],
+// [TooManyRequests], [ConnectionRefused].
+//
+// # How it differs from a real API server
+//
+//   - It plays scripts; it keeps no state. A Watch does not depend on the
+//     resourceVersion it is given, and a List returns what the script says.
+//     Assert the options the code under test sent with [ListerWatcher.Calls].
+//   - Session scripts are shared by resuming watches and watch-list replays:
+//     the next Watch call gets the next script, whatever its options. Only
+//     [ListerWatcher.RefuseWatchList] looks at the options.
+//   - It never times a session out: a session ends when its script says, and
+//     a Watch past the last script stays open, silent, until stopped.
+//   - Events are delivered as fast as the consumer reads them; there is no
+//     slow-consumer cut-off and no HTTP/2 connection shared between watches.
+//   - The typed clientset retries a 429 or 5xx with Retry-After up to 10
+//     times before a caller sees it; a script's error is returned at once.
+package watchtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Session scripts one watch session: the Watch call returns OpenErr, or a
+// watch that delivers Events in order and then closes (or, with Hang, stays
+// open until stopped).
+type Session struct {
+	// OpenErr, if set, is returned by the Watch call.
+	OpenErr error
+	// Events are delivered in order.
+	Events []watch.Event
+	// Hang keeps the session open after its events until the watch is
+	// stopped, like a quiet healthy session. Otherwise the result channel
+	// closes after the last event, like the server's timeout.
+	Hang bool
+}
+
+// List scripts one List call.
+type List struct {
+	// Err, if set, is returned by the List call.
+	Err error
+	// Objects are the list's items.
+	Objects []runtime.Object
+	// ResourceVersion is the list's resourceVersion.
+	ResourceVersion string
+	// Continue, if set, is the list's continue token.
+	Continue string
+}
+
+// CallKind says whether a [Call] was a List or a Watch.
+type CallKind string
+
+const (
+	// CallList is a List call.
+	CallList CallKind = "List"
+	// CallWatch is a Watch call.
+	CallWatch CallKind = "Watch"
+)
+
+// Call records one call to a [ListerWatcher].
+type Call struct {
+	Kind    CallKind
+	Options metav1.ListOptions
+}
+
+// ListerWatcher is a scripted cache.ListerWatcher (and
+// cache.ListerWatcherWithContext). Its zero value has no scripts: every Watch
+// stays open, silent, until stopped, and every List returns an empty
+// ConfigMapList. It is safe for concurrent use.
+type ListerWatcher struct {
+	// RefuseWatchList makes every Watch with sendInitialEvents=true fail with
+	// a 422 Invalid, as a server with the WatchList feature off does,
+	// without consuming a script.
+	RefuseWatchList bool
+
+	mu       sync.Mutex
+	sessions []Session
+	lists    []List
+	calls    []Call
+	open     []*fakeWatch
+}
+
+// New returns a ListerWatcher that plays sessions, one per Watch call.
+func New(sessions ...Session) *ListerWatcher {
+	return &ListerWatcher{sessions: sessions}
+}
+
+// AddSessions appends session scripts.
+func (lw *ListerWatcher) AddSessions(sessions ...Session) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	lw.sessions = append(lw.sessions, sessions...)
+}
+
+// AddLists appends List scripts.
+func (lw *ListerWatcher) AddLists(lists ...List) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	lw.lists = append(lw.lists, lists...)
+}
+
+// Calls returns every call so far, in order.
+func (lw *ListerWatcher) Calls() []Call {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return append([]Call(nil), lw.calls...)
+}
+
+// Remaining returns the number of session scripts not played yet.
+func (lw *ListerWatcher) Remaining() int {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return len(lw.sessions)
+}
+
+// Open returns the number of watches returned and not yet stopped.
+func (lw *ListerWatcher) Open() int {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	n := 0
+	for _, w := range lw.open {
+		if !w.isStopped() {
+			n++
+		}
+	}
+	return n
+}
+
+// List plays the next List script.
+func (lw *ListerWatcher) List(options metav1.ListOptions) (runtime.Object, error) {
+	return lw.ListWithContext(context.Background(), options)
+}
+
+// ListWithContext plays the next List script.
+func (lw *ListerWatcher) ListWithContext(_ context.Context, options metav1.ListOptions) (runtime.Object, error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	lw.calls = append(lw.calls, Call{Kind: CallList, Options: options})
+	if len(lw.lists) == 0 {
+		return &metav1.List{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+	}
+	l := lw.lists[0]
+	lw.lists = lw.lists[1:]
+	if l.Err != nil {
+		return nil, l.Err
+	}
+	list := &metav1.List{ListMeta: metav1.ListMeta{ResourceVersion: l.ResourceVersion, Continue: l.Continue}}
+	for _, o := range l.Objects {
+		list.Items = append(list.Items, runtime.RawExtension{Object: o})
+	}
+	return list, nil
+}
+
+// Watch plays the next session script.
+func (lw *ListerWatcher) Watch(options metav1.ListOptions) (watch.Interface, error) {
+	return lw.WatchWithContext(context.Background(), options)
+}
+
+// WatchWithContext plays the next session script.
+func (lw *ListerWatcher) WatchWithContext(_ context.Context, options metav1.ListOptions) (watch.Interface, error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	lw.calls = append(lw.calls, Call{Kind: CallWatch, Options: options})
+	if lw.RefuseWatchList && options.SendInitialEvents != nil && *options.SendInitialEvents {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "",
+			nil)
+	}
+	var s Session
+	if len(lw.sessions) == 0 {
+		s.Hang = true
+	} else {
+		s = lw.sessions[0]
+		lw.sessions = lw.sessions[1:]
+	}
+	if s.OpenErr != nil {
+		return nil, s.OpenErr
+	}
+	w := newFakeWatch(s)
+	lw.open = append(lw.open, w)
+	return w, nil
+}
+
+// fakeWatch delivers a script's events, then closes or hangs.
+type fakeWatch struct {
+	result    chan watch.Event
+	stop      chan struct{}
+	stopOnce  sync.Once
+	closeOnce sync.Once
+}
+
+func newFakeWatch(s Session) *fakeWatch {
+	w := &fakeWatch{result: make(chan watch.Event, len(s.Events)), stop: make(chan struct{})}
+	for _, ev := range s.Events {
+		w.result <- ev
+	}
+	if !s.Hang {
+		w.closeResult()
+	}
+	return w
+}
+
+func (w *fakeWatch) closeResult() { w.closeOnce.Do(func() { close(w.result) }) }
+
+// Stop ends the watch and closes its result channel, as watch.Interface
+// requires; it is safe to call more than once. Events not yet read from a
+// script that had not closed are dropped.
+func (w *fakeWatch) Stop() {
+	w.stopOnce.Do(func() {
+		close(w.stop)
+		w.closeResult()
+	})
+}
+
+func (w *fakeWatch) isStopped() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// ResultChan returns the events.
+func (w *fakeWatch) ResultChan() <-chan watch.Event { return w.result }
+
+// ConfigMap returns a ConfigMap in namespace "default" with the given name and
+// resourceVersion, a convenient object for scripts.
+func ConfigMap(name, resourceVersion string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, ResourceVersion: resourceVersion},
+	}
+}
+
+// Added returns an ADDED event of obj.
+func Added(obj runtime.Object) watch.Event { return watch.Event{Type: watch.Added, Object: obj} }
+
+// Modified returns a MODIFIED event of obj.
+func Modified(obj runtime.Object) watch.Event { return watch.Event{Type: watch.Modified, Object: obj} }
+
+// Deleted returns a DELETED event of obj.
+func Deleted(obj runtime.Object) watch.Event { return watch.Event{Type: watch.Deleted, Object: obj} }
+
+// Bookmark returns a BOOKMARK event at resourceVersion, as the server sends
+// it: an object that carries only its resourceVersion.
+func Bookmark(resourceVersion string) watch.Event {
+	return watch.Event{Type: watch.Bookmark, Object: &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{ResourceVersion: resourceVersion},
+	}}
+}
+
+// InitialEventsEnd returns the bookmark that ends a watch-list's initial
+// events: annotated k8s.io/initial-events-end: "true".
+func InitialEventsEnd(resourceVersion string) watch.Event {
+	ev := Bookmark(resourceVersion)
+	ev.Object.(*corev1.ConfigMap).Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+	return ev
+}
+
+// ErrorEvent returns an ERROR event carrying err's Status, as the server
+// sends one. err must be an API status error (from this package's helpers
+// or k8s.io/apimachinery/pkg/api/errors); anything else becomes a 500.
+func ErrorEvent(err error) watch.Event {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		status = apierrors.NewInternalError(err)
+	}
+	s := status.Status()
+	return watch.Event{Type: watch.Error, Object: &s}
+}
+
+// Expired returns the error a real server gives for an expired cursor: code
+// 410, reason Expired. Use it as an OpenErr, a List's Err, or in an
+// [ErrorEvent] (the shape a server usually sends).
+func Expired() error {
+	return apierrors.NewResourceExpired("too old resource version: 1 (2)")
+}
+
+// Gone returns the expiry as older servers sent it: code 410, reason Gone.
+func Gone() error {
+	return apierrors.NewGone("too old resource version: 1 (2)")
+}
+
+// Forbidden returns a 403 for watching configmaps.
+func Forbidden() error {
+	return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "",
+		errors.New(`User "system:serviceaccount:default:controller" cannot watch resource "configmaps"`))
+}
+
+// NotFound returns a 404 for the collection, as a missing CRD gives.
+func NotFound() error {
+	return apierrors.NewNotFound(schema.GroupResource{Group: "example.com", Resource: "widgets"}, "")
+}
+
+// TooManyRequests returns a 429 carrying Retry-After in seconds.
+func TooManyRequests(retryAfterSeconds int) error {
+	return apierrors.NewTooManyRequests("too many requests", retryAfterSeconds)
+}
+
+// ConnectionRefused returns the error a dial to a stopped server gives.
+func ConnectionRefused() error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("connect: %w", syscall.ECONNREFUSED)}
+}
