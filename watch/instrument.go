@@ -141,6 +141,13 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 	if replay {
 		stage = StageReplay
 	}
+	if replay {
+		i.mu.Lock()
+		if i.state.Phase == PhaseStarting {
+			i.publishLocked(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the informer is listing the collection for the first time"})
+		}
+		i.mu.Unlock()
+	}
 	start := i.clock.Now()
 	w, err := i.inner.WatchWithContext(ctx, options)
 	if err == nil && w == nil {
@@ -246,60 +253,58 @@ func (g *gradedWatch) ResultChan() <-chan apiwatch.Event { return g.result }
 func (g *gradedWatch) forward() {
 	defer close(g.result)
 	defer g.inner.Stop()
-	r, moved := g.pump()
-	if r.cause == "" {
-		// Stopped by the informer without an ending of its own: the
-		// informer is shutting down, or gave up on the watch after an
-		// ending already graded.
-		r = result{stage: r.stage, cause: CauseClosed, events: r.events}
-		ctx, cancel := context.WithCancel(g.ctx)
-		cancel()
-		g.parent.end(ctx, r, g.start, moved)
-		return
+	r, moved, ok := g.pump()
+	if !ok {
+		return // graded when the ERROR or bad event arrived
 	}
-	g.parent.end(g.ctx, r, g.start, moved)
+	ctx := g.ctx
+	if r.cause == "" {
+		// Stopped by the informer with nothing wrong: the informer is
+		// shutting down.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(g.ctx)
+		cancel()
+		r.cause = CauseClosed
+	}
+	g.parent.end(ctx, r, g.start, moved)
 }
 
 // pump forwards events until the watch closes or the consumer stops it. It
-// returns the ending (cause empty when the consumer stopped a watch that had
-// not failed) and whether the cursor moved. An ERROR or unusable event is
-// forwarded like any other, since the informer decides what to do with it;
-// the first one becomes the session's ending.
-func (g *gradedWatch) pump() (result, bool) {
+// returns the ending (cause empty when the consumer stopped the watch), whether
+// the cursor moved, and false if the ending was already graded: an ERROR or
+// unusable event is graded as soon as it arrives, before the informer sees it
+// and opens its next watch, and forwarded like any other, since the informer
+// decides what to do with it.
+func (g *gradedWatch) pump() (r result, moved bool, ok bool) {
 	stage := StageStream
 	if g.replay {
 		stage = StageReplay
 	}
-	events, moved := 0, false
-	var failed *result
-	finish := func(cause Cause) (result, bool) {
-		if failed != nil {
-			return *failed, moved
-		}
-		return result{stage: stage, cause: cause, events: events}, moved
-	}
+	events, graded := 0, false
 	in := g.inner.ResultChan()
 	for {
 		var ev apiwatch.Event
-		var ok bool
+		var open bool
 		select {
 		case <-g.stop:
-			return finish("")
-		case ev, ok = <-in:
+			return result{stage: stage, events: events}, moved, !graded
+		case ev, open = <-in:
 		}
-		if !ok {
-			return finish(CauseClosed)
+		if !open {
+			return result{stage: stage, cause: CauseClosed, events: events}, moved, !graded
 		}
-		if failed == nil {
-			failed = g.inspect(ev, &stage, &events, &moved)
-			if failed == nil && stage == StageStream {
+		if !graded {
+			if failed := g.inspect(ev, &stage, &events, &moved); failed != nil {
+				graded = true
+				g.parent.end(g.ctx, *failed, g.start, moved)
+			} else if stage == StageStream {
 				g.parent.healthy()
 			}
 		}
 		select {
 		case g.result <- ev:
 		case <-g.stop:
-			return finish("")
+			return result{stage: stage, events: events}, moved, !graded
 		}
 	}
 }

@@ -1,0 +1,139 @@
+package watch_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+	"github.com/watchgrade/watchgrade/watch/watchtest"
+)
+
+// A routine close is graded "closed" and resumed from the cursor; an expired
+// cursor is graded "expired" and replayed. Neither is a failure.
+func ExampleGrade() {
+	closed := wgwatch.Grade(wgwatch.Ending{
+		Stage: wgwatch.StageStream, Cause: wgwatch.CauseClosed, Duration: 42 * time.Minute, Events: 120,
+	}, wgwatch.Policy{})
+	fmt.Println(closed.Outcome, closed.Next, closed.Publish)
+
+	expired := wgwatch.Grade(wgwatch.Ending{
+		Stage: wgwatch.StageStream, Cause: wgwatch.CauseError, Err: watchtest.Expired(),
+	}, wgwatch.Policy{})
+	fmt.Println(expired.Outcome, expired.Next, expired.State.Phase, expired.State.Reason)
+
+	forbidden := wgwatch.Grade(wgwatch.Ending{
+		Stage: wgwatch.StageOpen, Cause: wgwatch.CauseError, Err: watchtest.Forbidden(),
+		Failures: 5, Trouble: time.Minute,
+	}, wgwatch.Policy{})
+	fmt.Println(forbidden.Outcome, forbidden.State.Phase, forbidden.State.Reason, forbidden.State.NeedsHuman)
+	// Output:
+	// closed Resume false
+	// expired Replay Replaying ExpiredResourceVersion
+	// error Blocked Forbidden true
+}
+
+func ExampleClassify() {
+	for _, err := range []error{watchtest.Expired(), watchtest.Forbidden(), watchtest.TooManyRequests(3), watchtest.ConnectionRefused()} {
+		class, reason := wgwatch.Classify(err)
+		fmt.Println(class, reason)
+	}
+	// Output:
+	// expired ExpiredResourceVersion
+	// needs_human Forbidden
+	// transient TooManyRequests
+	// transient ConnectionFailed
+}
+
+// A stream over a scripted source: a replay delivers a snapshot, live events
+// follow, and a routine close resumes from the cursor without a word.
+func ExampleStream() {
+	lw := watchtest.New(
+		watchtest.Session{Events: []apiwatch.Event{
+			watchtest.Added(watchtest.ConfigMap("a", "10")),
+			watchtest.InitialEventsEnd("11"),
+			watchtest.Modified(watchtest.ConfigMap("a", "12")),
+		}},
+		watchtest.Session{Events: []apiwatch.Event{watchtest.Bookmark("15")}},
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	handler := wgwatch.HandlerFuncs{
+		SnapshotFunc: func(_ context.Context, snap wgwatch.Snapshot) error {
+			fmt.Printf("snapshot of %d objects at %s\n", len(snap.Objects), snap.ResourceVersion)
+			return nil
+		},
+		EventFunc: func(_ context.Context, ev apiwatch.Event) error {
+			m, _ := meta.Accessor(ev.Object)
+			fmt.Println(ev.Type, m.GetName(), m.GetResourceVersion())
+			return nil
+		},
+	}
+	observer := wgwatch.ObserverFuncs{
+		StateChangedFunc: func(s wgwatch.State) { fmt.Println("state:", s.Phase, s.Reason) },
+		SessionEndedFunc: func(e wgwatch.SessionEnd) {
+			fmt.Println("session ended:", e.Verdict.Outcome)
+			if lw.Remaining() == 0 && e.Verdict.Outcome != wgwatch.OutcomeTeardown {
+				cancel() // the script is played: stop the example
+			}
+		},
+	}
+	stream, err := wgwatch.NewStream(lw, handler, wgwatch.StreamOptions{
+		Resource: schema.GroupResource{Resource: "configmaps"},
+		Observer: observer,
+	})
+	if err != nil {
+		panic(err)
+	}
+	_ = stream.Run(ctx)
+	fmt.Println("cursor:", stream.Cursor())
+	// Output:
+	// state: Starting Starting
+	// state: Replaying InitialSync
+	// snapshot of 1 objects at 11
+	// state: Streaming Watching
+	// MODIFIED a 12
+	// session ended: closed
+	// session ended: closed
+	// cursor: 15
+}
+
+// Instrument the ListerWatcher an informer is built from; with
+// controller-runtime, return the same from cache.Options.NewInformer.
+func ExampleInstrument() {
+	lw := watchtest.New(watchtest.Session{OpenErr: watchtest.Forbidden()})
+	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{
+		Resource: schema.GroupResource{Resource: "configmaps"},
+		Observer: wgwatch.ObserverFuncs{SessionEndedFunc: func(e wgwatch.SessionEnd) {
+			fmt.Println(e.Stage, e.Verdict.Outcome, e.Verdict.Class)
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	// An informer would make this call; here we make it ourselves.
+	_ = cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{})
+	_, err = ilw.Watch(metav1.ListOptions{ResourceVersion: "7"})
+	fmt.Println("error passed through:", err != nil)
+	// Output:
+	// Open error needs_human
+	// error passed through: true
+}
+
+func ExampleObservers() {
+	log := wgwatch.ObserverFuncs{StateChangedFunc: func(s wgwatch.State) { fmt.Println("log:", s.Phase) }}
+	count := 0
+	counter := wgwatch.ObserverFuncs{StateChangedFunc: func(wgwatch.State) { count++ }}
+	both := wgwatch.Observers(log, nil, counter)
+	both.StateChanged(wgwatch.State{Phase: wgwatch.PhaseStreaming})
+	fmt.Println("count:", count)
+	// Output:
+	// log: Streaming
+	// count: 1
+}
