@@ -19,9 +19,11 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-# A short fuzz run of the grading function: it must be total and never panic.
+# Short fuzz runs: the grading function is total, and a stream never panics
+# on whatever events a server sends.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzGrade$$' -fuzztime $(FUZZTIME) ./watch/
+	$(GO) test -run '^$$' -fuzz '^FuzzStreamEvents$$' -fuzztime $(FUZZTIME) ./watch/
 
 # Benchmarks are not part of `test`; the README records their figures.
 bench:
