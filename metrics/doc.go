@@ -1,0 +1,222 @@
+// Package metrics publishes Prometheus metrics that separate a routine watch
+// reconnect from real trouble, and the time objects take to become Ready
+// for the first time. Nothing is registered globally: every constructor
+// takes a [prometheus.Registerer].
+//
+// Import it as wgmetrics: its name collides with controller-runtime's
+// pkg/metrics and client-go's tools/metrics.
+//
+//	import wgmetrics "github.com/watchgrade/watchgrade/metrics"
+//
+// # Registration
+//
+// [NewWatchMetrics] and [NewFirstReady] create their metrics and register
+// them as one collector with the registerer you pass: all of them or none.
+// They never panic and register nothing else (no Go or process
+// collectors). Registering the same set twice (same Namespace, same
+// registry) returns an error that wraps the registry's
+// [prometheus.AlreadyRegisteredError]; its ExistingCollector is the first
+// set, which a caller that restarts its manager can take and reuse:
+//
+//	wm, err := wgmetrics.NewWatchMetrics(reg, wgmetrics.WatchOptions{Namespace: "myctl"})
+//	var are prometheus.AlreadyRegisteredError
+//	if errors.As(err, &are) {
+//		wm, err = are.ExistingCollector.(*wgmetrics.WatchMetrics), nil
+//	}
+//
+// With controller-runtime, pass its registry, which is a
+// prometheus.Registerer; the metrics are then served on the manager's
+// /metrics endpoint next to controller-runtime's own:
+//
+//	import ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+//
+//	wm, err := wgmetrics.NewWatchMetrics(ctrlmetrics.Registry, wgmetrics.WatchOptions{Namespace: "myctl"})
+//
+// To add constant labels (several controllers in one process, say), wrap
+// the registerer with [prometheus.WrapRegistererWith].
+//
+// # Watch metrics
+//
+// A [WatchMetrics] is a watch.Observer: give it to every stream
+// (StreamOptions.Observer) and instrumented informer
+// (InstrumentOptions.Observer). Names below use the default Namespace,
+// "watchgrade"; the Namespace option replaces that prefix.
+//
+//	metric                                        type       labels
+//	--------------------------------------------  ---------  ----------------
+//	watchgrade_watch_sessions_ended_total         counter    resource, outcome
+//	watchgrade_watch_session_duration_seconds     histogram  resource, outcome
+//	watchgrade_watch_streams                      gauge      resource, phase
+//	watchgrade_watch_replay_duration_seconds      histogram  resource
+//	watchgrade_watch_open_failures_total          counter    resource, class
+//
+// Labels and their values:
+//
+//   - resource: the watched collection as schema.GroupResource prints it,
+//     "deployments.apps", or "pods" for the core group.
+//   - outcome: closed (the server ended the session; routine, about once
+//     per 30–60 minutes per stream, every 5–10 minutes for an informer's
+//     own timeouts), expired (the cursor expired and the stream replays;
+//     routine), error (the session failed), teardown (the owner stopped
+//     the stream).
+//   - phase: Starting, Replaying, Streaming, Blocked (see watch.Phase).
+//   - class: expired, transient, needs_human (see watch.Class; a failed
+//     open never has class none, so that series does not exist).
+//
+// sessions_ended_total counts every session ending. session_duration_seconds
+// observes its lifetime, from the List or Watch call to its end, with
+// bucket bounds 0.1, 0.5, 1, 5, 30, 60, 300, 600, 1800, 3600, 7200 and
+// 14400 s: a hot flap piles up at le="1" and below, an informer's own
+// timeouts land in (300, 600], the apiserver's in (1800, 3600].
+//
+// streams counts each stream (by its name) in the phase it last reported.
+// A stream is counted from its first state change; a teardown counts it
+// out until it reports again. A stream whose context ends while it waits
+// between sessions reports nothing more, so call
+// [WatchMetrics.StreamStopped] with its name once Stream.Run has returned.
+//
+// replay_duration_seconds observes, per replay, the time from entering
+// Replaying to the next Streaming, on the injected clock, with bounds 0.05
+// to 600 s. A replay that passes through Blocked is one replay; a teardown
+// abandons it unobserved. Only replays the stream publishes are timed (the
+// initial sync, an expired cursor): the one replay a stream tries quietly
+// against a suspected stale cursor keeps it in Streaming and shows only as
+// a short closed session.
+//
+// open_failures_total counts the sessions that ended with outcome error or
+// expired before they delivered live events: in the LIST, the Watch call
+// that resumes from a cursor, or a watch-list replay.
+//
+// Every series of a resource exists at zero from the moment the resource
+// is first reported, or from [WatchMetrics.AddResource];
+// [WatchMetrics.DeleteResource] removes them when a dynamic watch is
+// retired. No label holds a stream name, an object, a UID or error text,
+// so the number of series is fixed per resource.
+//
+// # Time to first Ready
+//
+// A [FirstReady] publishes:
+//
+//	metric                                          type       labels
+//	----------------------------------------------  ---------  ----------------
+//	watchgrade_time_to_first_ready_seconds          histogram  resource
+//	watchgrade_time_to_first_ready_rejected_total   counter    resource, reason
+//
+// Call [FirstReady.Observe] from the reconciler with the object it reads
+// and with the object its status write returns, passing the Ready
+// condition (meta.FindStatusCondition(conditions, "Ready")), and
+// [FirstReady.Delete] from the informer's delete handler:
+//
+//	fr.Observe(widgetsGR, widget, meta.FindStatusCondition(widget.Status.Conditions, "Ready"))
+//	// ... roll up conditions, then:
+//	if err := c.Status().Update(ctx, widget); err == nil {
+//		fr.Observe(widgetsGR, widget, meta.FindStatusCondition(widget.Status.Conditions, "Ready"))
+//	}
+//
+// (controller-runtime's Update fills widget with the server's response.)
+//
+// The histogram has one observation per object UID: the time from its
+// creationTimestamp to its first Ready=True, with bucket bounds 1, 2, 5,
+// 10, 15, 30, 60, 120, 300, 600, 900, 1800 and 3600 s
+// ([FirstReadyOptions.Buckets]); native buckets only when
+// [FirstReadyOptions.NativeHistogramBucketFactor] asks for them. A recovery
+// (Ready True, then not, then True again) is never observed, nor is an
+// object first seen after a controller restart already established. See
+// [FirstReady] for the contract and [FirstReady.Observe] for the clocks.
+//
+// reason is one of missing_creation_timestamp, missing_ready_time,
+// reversed, too_long ([RejectReason]): a first Ready whose timestamps
+// could not give a plausible duration (negative, or longer than
+// [FirstReadyOptions.MaxDuration], 30 days by default) is counted there
+// instead of poisoning the histogram's sum.
+//
+// The end time is the latest managedFields time of the status
+// subresource: stamped by the API server, like creationTimestamp, so the
+// controller's clock never enters. On the response of the write that set
+// Ready it is that write's time. Without such an entry (no status
+// subresource, or managedFields stripped by an informer transform) the
+// Ready condition's lastTransitionTime is used instead: it is stamped by
+// whoever wrote the condition, on that process's clock, so clock skew
+// shifts the duration, and a writer that stamps the time it computed the
+// condition rather than the time it wrote it reads shorter. All these
+// times have one-second resolution: durations are whole seconds, which
+// is why the buckets start at 1 s.
+//
+// # Queries
+//
+// Session endings by outcome, per resource:
+//
+//	sum by (resource, outcome) (rate(watchgrade_watch_sessions_ended_total[10m]))
+//
+// Hot flap: endings per stream per hour. A healthy stream ends about once
+// per 30–60 minutes (1–2 per hour; an informer, whose reflector times out
+// its own watches, 6–12); a flapping one ends many times a minute, which
+// no growth in the number of streams explains:
+//
+//	sum by (resource) (rate(watchgrade_watch_sessions_ended_total{outcome=~"closed|error"}[15m])) * 3600
+//	  / clamp_min(sum by (resource) (watchgrade_watch_streams), 1)
+//
+// and the share of closes that came within a second:
+//
+//	sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome="closed",le="1"}[15m]))
+//	  / sum by (resource) (rate(watchgrade_watch_session_duration_seconds_count{outcome="closed"}[15m]))
+//
+// Replay cost: the share of time spent replaying, how often, and how long
+// a replay takes:
+//
+//	sum by (resource) (rate(watchgrade_watch_replay_duration_seconds_sum[1h]))
+//	sum by (resource) (increase(watchgrade_watch_replay_duration_seconds_count[1h]))
+//	histogram_quantile(0.9, sum by (resource, le) (rate(watchgrade_watch_replay_duration_seconds_bucket[1h])))
+//
+// Opens failing for want of a human (RBAC, a missing CRD):
+//
+//	sum by (resource) (rate(watchgrade_watch_open_failures_total{class="needs_human"}[10m])) > 0
+//
+// Time to first Ready, 90th percentile, and the rejections to watch for:
+//
+//	histogram_quantile(0.9, sum by (resource, le) (rate(watchgrade_time_to_first_ready_seconds_bucket[1h])))
+//	sum by (resource, reason) (increase(watchgrade_time_to_first_ready_rejected_total[1h])) > 0
+//
+// Counters and histograms restart from zero with the process; always read
+// them through rate or increase, never as raw cumulative values.
+//
+// # Alert rules
+//
+// Alerts on objects need a per-object condition series, which this package
+// does not publish (per-object labels are unbounded). Use kube-state-metrics
+// (its custom-resource-state configuration) or a collector of your own that
+// reads the informer cache at scrape time, shaped like kube-state-metrics'
+// condition metrics: one series per object and condition, labels type and
+// status, value 1 for the status the condition has. With such a series,
+// here myctl_widget_status_condition, and one that exists for every object,
+// here myctl_widget_info:
+//
+//	groups:
+//	- name: myctl
+//	  rules:
+//	  - alert: WidgetStalled              # pages: a human must act
+//	    expr: max by (namespace, name) (myctl_widget_status_condition{type="Stalled",status="True"}) == 1
+//	    for: 5m
+//	    labels: {severity: page}
+//	  - alert: WidgetNotReady             # opens a ticket
+//	    expr: |
+//	      max by (namespace, name) (myctl_widget_info)
+//	        unless max by (namespace, name) (myctl_widget_status_condition{type="Ready",status="True"} == 1)
+//	    for: 30m
+//	    labels: {severity: ticket}
+//	  - alert: WatchStreamBlocked         # the controller cannot see its inputs
+//	    expr: sum by (resource) (watchgrade_watch_streams{phase="Blocked"}) > 0
+//	    for: 10m
+//	    labels: {severity: ticket}
+//	  - alert: WatchHotFlap
+//	    expr: |
+//	      sum by (resource) (rate(watchgrade_watch_sessions_ended_total{outcome=~"closed|error"}[15m])) * 3600
+//	        / clamp_min(sum by (resource) (watchgrade_watch_streams), 1) > 60
+//	    for: 15m
+//	    labels: {severity: ticket}
+//
+// The not-Ready rule reads "Ready is not True", not "Ready is False": an
+// object that has never been established reports Ready=Unknown, and must
+// not slip through. Stalled, not Ready, is what pages: Ready is False or
+// Unknown through every routine replay and dependency wait.
+package metrics

@@ -1,0 +1,315 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// FirstReadyOptions configures [NewFirstReady]. Its zero value works.
+type FirstReadyOptions struct {
+	// Namespace prefixes every metric name, usually the controller's name.
+	// Defaults to DefaultNamespace ("watchgrade").
+	Namespace string
+	// Buckets are the classic histogram's upper bounds, in seconds.
+	// Defaults to 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600.
+	Buckets []float64
+	// NativeHistogramBucketFactor, when greater than 1, adds native
+	// (sparse) buckets to the classic ones; see
+	// [prometheus.HistogramOpts].NativeHistogramBucketFactor. They need a
+	// protobuf scrape and add little to a histogram fed once per object.
+	// Defaults to 0: classic buckets only.
+	NativeHistogramBucketFactor float64
+	// NativeHistogramMaxBucketNumber bounds the native buckets. Used only
+	// with NativeHistogramBucketFactor. Defaults to 100.
+	NativeHistogramMaxBucketNumber uint32
+	// NativeHistogramMinResetDuration is the shortest time between resets
+	// of a native histogram that reached NativeHistogramMaxBucketNumber.
+	// Used only with NativeHistogramBucketFactor. Defaults to 1h.
+	NativeHistogramMinResetDuration time.Duration
+	// MaxDuration is the longest plausible time to first Ready; longer
+	// durations are rejected as too_long. Defaults to 30 days.
+	MaxDuration time.Duration
+	// ClaimTTL is how long a claim outlives the last sighting of its
+	// object, so that an object whose delete was missed is forgotten:
+	// claims are dropped between ClaimTTL and twice ClaimTTL after the
+	// object was last seen. Keep it above your resync period. Defaults to
+	// 24h.
+	ClaimTTL time.Duration
+	// Clock drives the claim sweep. Defaults to the real clock.
+	Clock clock.PassiveClock
+}
+
+// FirstReady option defaults.
+const (
+	DefaultMaxDuration                     = 30 * 24 * time.Hour
+	DefaultClaimTTL                        = 24 * time.Hour
+	DefaultNativeHistogramMaxBucketNumber  = 100
+	DefaultNativeHistogramMinResetDuration = time.Hour
+)
+
+func firstReadyBuckets() []float64 {
+	return []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600}
+}
+
+// FirstReadyResult is what [FirstReady.Observe] did with one sighting.
+type FirstReadyResult string
+
+const (
+	// FirstReadyPending: the object has not been Ready yet and was never
+	// established; its first Ready=True will be observed.
+	FirstReadyPending FirstReadyResult = "Pending"
+	// FirstReadyObserved: this sighting is the object's first Ready=True,
+	// and its duration was observed.
+	FirstReadyObserved FirstReadyResult = "Observed"
+	// FirstReadyRejected: this sighting is the object's first Ready=True,
+	// but its timestamps were unusable; the rejection counter went up.
+	FirstReadyRejected FirstReadyResult = "Rejected"
+	// FirstReadyDone: the object was already accounted for, or was already
+	// established (Ready True or False) when first seen.
+	FirstReadyDone FirstReadyResult = "Done"
+	// FirstReadyIgnored: the object is nil or has no UID.
+	FirstReadyIgnored FirstReadyResult = "Ignored"
+)
+
+// FirstReady measures how long objects take from creation to their first
+// Ready=True: one observation per object UID, never for a recovery, never
+// twice, and not again after a controller restart. Create one with
+// [NewFirstReady] and call [FirstReady.Observe] with every sighting of an
+// object, [FirstReady.Delete] when it is deleted. It is safe for concurrent
+// use and owns no goroutine.
+//
+// The persisted Ready condition is the witness that survives restarts. The
+// readiness roll-up of this module writes Ready=Unknown only while an
+// object has never been established, so the first sighting decides:
+//
+//	first sighting of a UID            claim     later sightings
+//	---------------------------------  --------  -------------------------------------------
+//	Ready absent or Unknown            pending   first Ready=True: observed (or rejected);
+//	                                               Ready False or Unknown: still pending
+//	Ready True or False                done      never observed
+//
+// So an object seen first after a restart already Ready, or stalled
+// (Ready=False) before its first Ready, is not observed: the metric
+// undercounts rather than counts twice.
+//
+// Claims live in memory, one small entry per object. Delete releases one;
+// an object not seen for [FirstReadyOptions.ClaimTTL] (a missed delete) is
+// forgotten by a sweep that the calls themselves drive, so memory is
+// bounded by the live objects. Forgetting a live object is safe under the
+// contract above: its next sighting starts over from its persisted Ready.
+//
+// FirstReady is a [prometheus.Collector] for all of its metrics, which is
+// how [NewFirstReady] registers them as one unit.
+type FirstReady struct {
+	clock       clock.PassiveClock
+	maxDuration time.Duration
+	ttl         time.Duration
+
+	durations *prometheus.HistogramVec
+	rejected  *prometheus.CounterVec
+
+	mu        sync.Mutex
+	claims    claims
+	nextSweep time.Time
+	known     map[schema.GroupResource]string
+}
+
+// NewFirstReady creates the time-to-first-Ready metrics and registers them
+// with reg as one unit. It never panics. Registering a second set under the
+// same Namespace with the same registry returns an error wrapping a
+// [prometheus.AlreadyRegisteredError] whose ExistingCollector is the first
+// *FirstReady: reuse it (its claims are the ones that prevent double
+// counting), or choose another Namespace. A nil reg returns an error
+// wrapping [ErrNilRegisterer], an invalid Namespace one wrapping
+// [ErrInvalidNamespace].
+func NewFirstReady(reg prometheus.Registerer, opts FirstReadyOptions) (*FirstReady, error) {
+	ns := namespaceOr(opts.Namespace)
+	hopts := prometheus.HistogramOpts{
+		Namespace: ns, Name: "time_to_first_ready_seconds",
+		Help:    "Time from an object's creationTimestamp to its first Ready=True, by resource; one observation per object.",
+		Buckets: opts.Buckets,
+	}
+	if len(hopts.Buckets) == 0 {
+		hopts.Buckets = firstReadyBuckets()
+	}
+	if opts.NativeHistogramBucketFactor > 1 {
+		hopts.NativeHistogramBucketFactor = opts.NativeHistogramBucketFactor
+		hopts.NativeHistogramMaxBucketNumber = opts.NativeHistogramMaxBucketNumber
+		if hopts.NativeHistogramMaxBucketNumber == 0 {
+			hopts.NativeHistogramMaxBucketNumber = DefaultNativeHistogramMaxBucketNumber
+		}
+		hopts.NativeHistogramMinResetDuration = opts.NativeHistogramMinResetDuration
+		if hopts.NativeHistogramMinResetDuration <= 0 {
+			hopts.NativeHistogramMinResetDuration = DefaultNativeHistogramMinResetDuration
+		}
+	}
+	f := &FirstReady{
+		clock:       opts.Clock,
+		maxDuration: opts.MaxDuration,
+		ttl:         opts.ClaimTTL,
+		durations:   prometheus.NewHistogramVec(hopts, []string{LabelResource}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "time_to_first_ready_rejected_total",
+			Help: "First Ready=True transitions not observed because their timestamps were missing, reversed or implausible, by resource and reason.",
+		}, []string{LabelResource, LabelReason}),
+		claims: newClaims(),
+		known:  make(map[schema.GroupResource]string),
+	}
+	if f.clock == nil {
+		f.clock = clock.RealClock{}
+	}
+	if f.maxDuration <= 0 {
+		f.maxDuration = DefaultMaxDuration
+	}
+	if f.ttl <= 0 {
+		f.ttl = DefaultClaimTTL
+	}
+	f.nextSweep = f.clock.Now().Add(f.ttl)
+	if err := register(reg, ns, f, "time-to-first-Ready metrics"); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Describe implements [prometheus.Collector].
+func (f *FirstReady) Describe(ch chan<- *prometheus.Desc) {
+	f.durations.Describe(ch)
+	f.rejected.Describe(ch)
+}
+
+// Collect implements [prometheus.Collector].
+func (f *FirstReady) Collect(ch chan<- prometheus.Metric) {
+	f.durations.Collect(ch)
+	f.rejected.Collect(ch)
+}
+
+// Observe accounts for one sighting of obj, of resource gr, whose Ready
+// condition is ready (nil when it has none; meta.FindStatusCondition
+// returns it from a condition list). Call it with the object your
+// reconciler reads, before it changes anything, and with the object
+// returned by the status write that may have set Ready: that response
+// carries the API server's time of the write in its managedFields. Calls
+// from informer event handlers are welcome too; when several paths race on
+// the same first Ready=True, exactly one observes it.
+//
+// The duration runs from creationTimestamp to the latest managedFields
+// time of the status subresource (the API server's clock), falling back to
+// ready.LastTransitionTime (the condition writer's clock) when obj has no
+// such entry, for example when an informer strips managedFields. Both have
+// a resolution of one second. An informer sighting that coalesced the
+// Ready write with a later status write carries the later time; the write
+// response never does. Missing, reversed or implausible timestamps are not
+// observed but counted by [RejectReason].
+//
+// Call it only where a single replica acts (a reconciler behind leader
+// election): each process keeps its own claims.
+func (f *FirstReady) Observe(gr schema.GroupResource, obj metav1.Object, ready *metav1.Condition) FirstReadyResult {
+	if obj == nil || obj.GetUID() == "" {
+		return FirstReadyIgnored
+	}
+	uid := obj.GetUID()
+	status := metav1.ConditionUnknown
+	if ready != nil && ready.Status != "" {
+		status = ready.Status
+	}
+	now := f.clock.Now()
+	f.mu.Lock()
+	f.sweepLocked(now)
+	res := f.addLocked(gr)
+	c, seen := f.claims.get(uid)
+	switch {
+	case !seen && (status == metav1.ConditionTrue || status == metav1.ConditionFalse):
+		f.claims.put(uid, claimDone)
+		f.mu.Unlock()
+		return FirstReadyDone
+	case !seen || (c.state == claimPending && status != metav1.ConditionTrue):
+		f.claims.put(uid, claimPending)
+		f.mu.Unlock()
+		return FirstReadyPending
+	case c.state == claimDone:
+		f.claims.put(uid, claimDone)
+		f.mu.Unlock()
+		return FirstReadyDone
+	}
+	// Pending and now Ready=True: this call wins the claim.
+	f.claims.put(uid, claimDone)
+	f.mu.Unlock()
+
+	d, reason := readyDuration(obj, ready, f.maxDuration)
+	if reason != "" {
+		f.rejected.WithLabelValues(res, string(reason)).Inc()
+		return FirstReadyRejected
+	}
+	f.durations.WithLabelValues(res).Observe(d.Seconds())
+	return FirstReadyObserved
+}
+
+// Delete releases the claim of the object with uid: call it from the
+// informer's delete handler (tombstones included). A UID is never reused,
+// so a recreated object starts a claim of its own.
+func (f *FirstReady) Delete(uid types.UID) {
+	now := f.clock.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claims.delete(uid)
+	f.sweepLocked(now)
+}
+
+// Claims returns the number of objects currently held in memory.
+func (f *FirstReady) Claims() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.claims.len()
+}
+
+// AddResource creates the series of gr at zero, so that the histogram and
+// every rejection reason show before the first object is observed. Calling
+// it again is harmless.
+func (f *FirstReady) AddResource(gr schema.GroupResource) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.addLocked(gr)
+}
+
+// DeleteResource removes every series of gr. The claims of its objects are
+// left to the sweep.
+func (f *FirstReady) DeleteResource(gr schema.GroupResource) {
+	res := resourceLabel(gr)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	match := prometheus.Labels{LabelResource: res}
+	f.durations.DeletePartialMatch(match)
+	f.rejected.DeletePartialMatch(match)
+	delete(f.known, gr)
+}
+
+// addLocked creates the series of gr if they do not exist yet, and
+// returns gr's label value without allocating once gr is known.
+func (f *FirstReady) addLocked(gr schema.GroupResource) string {
+	if res, ok := f.known[gr]; ok {
+		return res
+	}
+	res := resourceLabel(gr)
+	f.known[gr] = res
+	f.durations.WithLabelValues(res)
+	for _, r := range RejectReasons() {
+		f.rejected.WithLabelValues(res, string(r))
+	}
+	return res
+}
+
+// sweepLocked drops the claims of objects not seen for a while, once per
+// ClaimTTL.
+func (f *FirstReady) sweepLocked(now time.Time) {
+	if now.Before(f.nextSweep) {
+		return
+	}
+	f.claims.sweep()
+	f.nextSweep = now.Add(f.ttl)
+}
