@@ -12,9 +12,10 @@ package watch_test
 //   - The source is a cache.ListWatch whose watch is a benchFeed: one
 //     producer goroutine that sends b.N pre-built events on the watch's
 //     result channel, then keeps the watch open and silent until it is
-//     stopped. Building the events, opening the watch and starting the
-//     consumer happen before the timer starts; the producer waits for the
-//     timer to start before sending its first event.
+//     stopped. Building the events and starting the consumer happen before
+//     the timer starts; the producer sends nothing before it starts, and a
+//     consumer that opens the watch on its own goroutine (Stream,
+//     RetryWatcher) is held inside its Watch call until then.
 //   - The events come from a ring of benchRingSize pre-built ConfigMaps,
 //     alternately ADDED and MODIFIED, with increasing resourceVersions
 //     within the ring. Sending allocates nothing. None of the consumers
@@ -23,11 +24,17 @@ package watch_test
 //   - Every consumer hands every event to the same do-nothing handler,
 //     which only counts.
 //
+// The consumers: stream is a watchgrade Stream started from a cursor; raw
+// is a user's `ev := <-w.ResultChan()` loop that keeps its own cursor with
+// meta.Accessor; rawselect is the same loop selecting on ctx.Done() too, as
+// a cancellable loop must; retrywatcher is client-go's RetryWatcher.
+//
 // ns/op is per event (b.N is the number of events). BenchmarkEvents uses a
-// buffered result channel, so the producer runs ahead on another core and
-// ns/event is dominated by the consumer; BenchmarkEventsUnbuffered uses an
-// unbuffered one, as apimachinery's StreamWatcher does, so every event is a
-// goroutine hand-off.
+// result channel of 1,024 fed by a producer goroutine that runs ahead of the
+// consumer; BenchmarkEventsUnbuffered an unbuffered one, as apimachinery's
+// StreamWatcher does, so that nearly every event is a goroutine hand-off;
+// BenchmarkEventsPrefilled a channel that already holds all b.N events when
+// the timer starts, so that no producer runs while timed.
 
 import (
 	"context"
@@ -100,11 +107,24 @@ type benchFeed struct {
 	done     chan struct{} // closed when the producer has exited
 }
 
+// With chanSize < 0 the result channel holds all n events, sent before the
+// watch is returned, and the producer sends nothing more.
 func newBenchFeed(n, chanSize int, start <-chan struct{}) *benchFeed {
+	prefill := chanSize < 0
+	if prefill {
+		chanSize = n
+	}
 	f := &benchFeed{
 		ch:   make(chan apiwatch.Event, chanSize),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
+	}
+	if prefill {
+		ring := benchRing()
+		for i := 0; i < n; i++ {
+			f.ch <- ring[i&(benchRingSize-1)]
+		}
+		n = 0
 	}
 	go f.produce(n, start)
 	return f
@@ -134,16 +154,21 @@ func (f *benchFeed) Stop() { f.stopOnce.Do(func() { close(f.stop) }) }
 
 // benchSource is a ListerWatcher whose first watch is a benchFeed of n
 // events; any later watch is a silent feed (and fails the benchmark).
+//
+// With gate set, a Watch call that has built its feed waits for start
+// before it returns it, so that a consumer on its own goroutine (a Stream,
+// a RetryWatcher) cannot read a prefilled channel before the timer starts.
 type benchSource struct {
 	n, chanSize int
+	gate        bool
 	start       chan struct{}
 	opened      atomic.Int32
 	mu          sync.Mutex
 	feeds       []*benchFeed
 }
 
-func newBenchSource(n, chanSize int) *benchSource {
-	return &benchSource{n: n, chanSize: chanSize, start: make(chan struct{})}
+func newBenchSource(n, chanSize int, gate bool) *benchSource {
+	return &benchSource{n: n, chanSize: chanSize, gate: gate, start: make(chan struct{})}
 }
 
 func (s *benchSource) ListerWatcher() *cache.ListWatch {
@@ -151,22 +176,28 @@ func (s *benchSource) ListerWatcher() *cache.ListWatch {
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (kruntime.Object, error) {
 			return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: benchCursor}}, nil
 		},
-		WatchFuncWithContext: func(_ context.Context, _ metav1.ListOptions) (apiwatch.Interface, error) {
+		WatchFuncWithContext: func(ctx context.Context, _ metav1.ListOptions) (apiwatch.Interface, error) {
 			s.mu.Lock()
-			defer s.mu.Unlock()
 			n := s.n
 			if len(s.feeds) > 0 {
 				n = 0
 			}
 			f := newBenchFeed(n, s.chanSize, s.start)
 			s.feeds = append(s.feeds, f)
+			s.mu.Unlock()
 			s.opened.Add(1)
+			if s.gate {
+				select {
+				case <-s.start:
+				case <-ctx.Done():
+				}
+			}
 			return f, nil
 		},
 	}
 }
 
-// waitOpened yields until the first watch has been opened.
+// waitOpened yields until the first Watch call has built its feed.
 func (s *benchSource) waitOpened() {
 	for s.opened.Load() == 0 {
 		runtime.Gosched()
@@ -218,23 +249,30 @@ func (h *benchHandler) check(b *testing.B) {
 	}
 }
 
-// BenchmarkEvents: per-event cost with a buffered result channel.
+// BenchmarkEvents: per-event cost with a buffered result channel fed by a
+// producer goroutine.
 func BenchmarkEvents(b *testing.B) { benchEvents(b, benchChanSize) }
 
 // BenchmarkEventsUnbuffered: per-event cost with an unbuffered result
-// channel, like apimachinery's StreamWatcher.
+// channel fed by a producer goroutine, like apimachinery's StreamWatcher.
 func BenchmarkEventsUnbuffered(b *testing.B) { benchEvents(b, 0) }
+
+// BenchmarkEventsPrefilled: per-event cost when all b.N events wait in the
+// result channel before the timer starts: no producer runs while timed, so
+// this is the consumer's own cost (and b.N×32 bytes of channel buffer).
+func BenchmarkEventsPrefilled(b *testing.B) { benchEvents(b, -1) }
 
 func benchEvents(b *testing.B, chanSize int) {
 	b.Run("stream", func(b *testing.B) { benchStream(b, chanSize) })
-	b.Run("raw", func(b *testing.B) { benchRaw(b, chanSize) })
+	b.Run("raw", func(b *testing.B) { benchRaw(b, chanSize, false) })
+	b.Run("rawselect", func(b *testing.B) { benchRaw(b, chanSize, true) })
 	b.Run("retrywatcher", func(b *testing.B) { benchRetryWatcher(b, chanSize) })
 }
 
 // benchStream: a watchgrade Stream started from a cursor (no replay).
 func benchStream(b *testing.B, chanSize int) {
 	b.ReportAllocs()
-	src := newBenchSource(b.N, chanSize)
+	src := newBenchSource(b.N, chanSize, true)
 	h := newBenchHandler(b.N)
 	s, err := watch.NewStream(src.ListerWatcher(), h, watch.StreamOptions{Resource: benchResource, Cursor: benchCursor})
 	if err != nil {
@@ -263,13 +301,15 @@ func benchStream(b *testing.B, chanSize int) {
 }
 
 // benchRaw: the loop a user writes over a raw watch.Interface, keeping its
-// own cursor.
-func benchRaw(b *testing.B, chanSize int) {
+// own cursor. With withSelect, the loop also selects on ctx.Done(), as a
+// loop that must stop when its owner is done does (and as a Stream does).
+func benchRaw(b *testing.B, chanSize int, withSelect bool) {
 	b.ReportAllocs()
-	src := newBenchSource(b.N, chanSize)
+	src := newBenchSource(b.N, chanSize, false)
 	h := newBenchHandler(b.N)
 	var hi watch.Handler = h // called through the interface, as a Stream does
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	w, err := src.ListerWatcher().WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: benchCursor, AllowWatchBookmarks: true})
 	if err != nil {
 		b.Fatalf("Watch() = %v", err)
@@ -281,7 +321,17 @@ func benchRaw(b *testing.B, chanSize int) {
 	close(src.start)
 	ch := w.ResultChan()
 	for i := 0; i < b.N; i++ {
-		ev, ok := <-ch
+		var ev apiwatch.Event
+		var ok bool
+		if withSelect {
+			select {
+			case <-ctx.Done():
+				b.Fatal("context done")
+			case ev, ok = <-ch:
+			}
+		} else {
+			ev, ok = <-ch
+		}
 		if !ok {
 			b.Fatal("result channel closed early")
 		}
@@ -317,7 +367,7 @@ func benchRaw(b *testing.B, chanSize int) {
 // its own goroutine and forwards events on an unbuffered channel.
 func benchRetryWatcher(b *testing.B, chanSize int) {
 	b.ReportAllocs()
-	src := newBenchSource(b.N, chanSize)
+	src := newBenchSource(b.N, chanSize, true)
 	h := newBenchHandler(b.N)
 	var hi watch.Handler = h
 	ctx := context.Background()

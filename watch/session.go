@@ -161,60 +161,88 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 		healthy = t.C()
 	}
 	events := 0
+	// Only this goroutine publishes states, so once this session has
+	// published Streaming the phase stays Streaming until it returns.
+	streaming := false
+	done, results := ctx.Done(), w.ResultChan()
 	for {
-		select {
-		case <-ctx.Done():
-			return result{stage: stage, cause: CauseClosed, events: events}
-		case <-deadline:
-			return result{stage: stage, cause: CauseReplayDeadline, events: events}
-		case <-healthy:
-			healthy = nil
-			s.publishStreaming()
-		case ev, ok := <-w.ResultChan():
-			if !ok {
+		var ev apiwatch.Event
+		var ok, got bool
+		if deadline == nil && healthy == nil {
+			// Steady state: take a ready event without the cost of a
+			// multi-way select, after a cheap check that the owner is
+			// not done.
+			select {
+			case <-done:
 				return result{stage: stage, cause: CauseClosed, events: events}
+			default:
 			}
-			switch ev.Type {
-			case apiwatch.Added, apiwatch.Modified, apiwatch.Deleted:
-				rv, err := resourceVersionOf(ev.Object)
-				if err != nil {
-					return result{stage: stage, cause: CauseBadEvent, err: fmt.Errorf("%s event: %w", ev.Type, err), events: events}
-				}
-				if buf != nil {
-					buf.apply(ev)
-					events++
-					continue
-				}
-				if err := s.handler.Event(ctx, ev); err != nil {
+			select {
+			case ev, ok = <-results:
+				got = true
+			default:
+			}
+		}
+		if !got {
+			select {
+			case <-done:
+				return result{stage: stage, cause: CauseClosed, events: events}
+			case <-deadline:
+				return result{stage: stage, cause: CauseReplayDeadline, events: events}
+			case <-healthy:
+				healthy = nil
+				s.publishStreaming()
+				streaming = true
+				continue
+			case ev, ok = <-results:
+			}
+		}
+		if !ok {
+			return result{stage: stage, cause: CauseClosed, events: events}
+		}
+		switch ev.Type {
+		case apiwatch.Added, apiwatch.Modified, apiwatch.Deleted:
+			rv, err := resourceVersionOf(ev.Object)
+			if err != nil {
+				return result{stage: stage, cause: CauseBadEvent, err: fmt.Errorf("%s event: %w", ev.Type, err), events: events}
+			}
+			if buf != nil {
+				buf.apply(ev)
+				events++
+				continue
+			}
+			if err := s.handler.Event(ctx, ev); err != nil {
+				return result{stage: stage, cause: CauseHandler, err: err, events: events}
+			}
+			events++
+			s.setCursor(rv)
+		case apiwatch.Bookmark:
+			rv, err := resourceVersionOf(ev.Object)
+			if err != nil {
+				return result{stage: stage, cause: CauseBadEvent, err: fmt.Errorf("BOOKMARK event: %w", err), events: events}
+			}
+			if buf == nil {
+				s.setCursor(rv)
+			} else if isInitialEventsEnd(ev.Object) {
+				if err := s.handler.Snapshot(ctx, buf.snapshot(rv)); err != nil {
 					return result{stage: stage, cause: CauseHandler, err: err, events: events}
 				}
-				events++
 				s.setCursor(rv)
-			case apiwatch.Bookmark:
-				rv, err := resourceVersionOf(ev.Object)
-				if err != nil {
-					return result{stage: stage, cause: CauseBadEvent, err: fmt.Errorf("BOOKMARK event: %w", err), events: events}
-				}
-				if buf == nil {
-					s.setCursor(rv)
-				} else if isInitialEventsEnd(ev.Object) {
-					if err := s.handler.Snapshot(ctx, buf.snapshot(rv)); err != nil {
-						return result{stage: stage, cause: CauseHandler, err: err, events: events}
-					}
-					s.setCursor(rv)
-					buf, deadline, stage = nil, nil, StageStream
-				} else {
-					// A bookmark inside a replay says nothing about the
-					// snapshot; the cursor waits for the end.
-					continue
-				}
-			case apiwatch.Error:
-				return result{stage: stage, cause: CauseError, err: apierrorsFromObject(ev.Object), events: events}
-			default:
-				return result{stage: stage, cause: CauseBadEvent, err: fmt.Errorf("%w %q", ErrUnknownEventType, ev.Type), events: events}
+				buf, deadline, stage = nil, nil, StageStream
+			} else {
+				// A bookmark inside a replay says nothing about the
+				// snapshot; the cursor waits for the end.
+				continue
 			}
-			healthy = nil
+		case apiwatch.Error:
+			return result{stage: stage, cause: CauseError, err: apierrorsFromObject(ev.Object), events: events}
+		default:
+			return result{stage: stage, cause: CauseBadEvent, err: fmt.Errorf("%w %q", ErrUnknownEventType, ev.Type), events: events}
+		}
+		healthy = nil
+		if !streaming {
 			s.publishStreaming()
+			streaming = true
 		}
 	}
 }
