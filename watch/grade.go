@@ -1,7 +1,9 @@
 package watch
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
 	"time"
 )
 
@@ -349,7 +351,23 @@ func describe(e Ending) string {
 	if e.Err == nil {
 		return what
 	}
-	return what + ": " + truncate(e.Err.Error(), maxErrText)
+	return what + ": " + truncate(errorText(e.Err), maxErrText)
+}
+
+// errorText is err's text with any request URL cut to its path: client-go
+// wraps transport errors in a *url.Error whose URL carries the
+// resourceVersion, which would make every message different.
+func errorText(err error) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) || ue.Err == nil {
+		return err.Error()
+	}
+	where := ue.URL
+	if u, perr := url.Parse(ue.URL); perr == nil {
+		u.RawQuery, u.Fragment = "", ""
+		where = u.String()
+	}
+	return ue.Op + " " + where + ": " + ue.Err.Error()
 }
 
 // maxErrText bounds the error text quoted in a State message.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -241,4 +242,12 @@ func oneOf[T comparable](v T, set ...T) bool {
 		}
 	}
 	return false
+}
+
+func TestGradeMessageDropsRequestQuery(t *testing.T) {
+	err := &url.Error{Op: "Get", URL: "https://10.0.0.1:6443/api/v1/configmaps?resourceVersion=123&watch=true", Err: watchtest.ConnectionRefused()}
+	v := Grade(Ending{Stage: StageOpen, Cause: CauseError, Err: err, Failures: 3, Trouble: time.Minute}, Policy{})
+	if strings.Contains(v.State.Message, "resourceVersion") || !strings.Contains(v.State.Message, "/api/v1/configmaps") {
+		t.Errorf("Grade(url.Error).State.Message = %q, want the path without the query", v.State.Message)
+	}
 }

@@ -216,11 +216,10 @@ func (i *InstrumentedListerWatcher) healthy() {
 
 func (i *InstrumentedListerWatcher) publishLocked(st State) {
 	st.Stream, st.Resource = i.opts.Name, i.opts.Resource
-	old := i.state
-	i.state = st
-	if old.Phase == st.Phase && old.Reason == st.Reason && old.NeedsHuman == st.NeedsHuman {
+	if sameState(i.state, st) {
 		return
 	}
+	i.state = st
 	i.opts.Observer.StateChanged(st)
 }
 

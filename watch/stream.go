@@ -178,6 +178,8 @@ type Stream struct {
 	mu     sync.Mutex
 	cursor string
 	state  State
+	// announced is false until observers have heard of the stream.
+	announced bool
 }
 
 // NewStream returns a stream of the collection that lw lists and watches,
@@ -357,18 +359,24 @@ func (s *Stream) stamp(st State) State {
 	return st
 }
 
-// publish tells the observer about st unless only its message differs from
-// the current state.
+// publish makes st the current state and tells the observer, unless it
+// differs from what observers last heard only in its message (then nothing
+// changes, so State and observers agree).
 func (s *Stream) publish(st State) {
 	st = s.stamp(st)
 	s.mu.Lock()
-	old := s.state
-	s.state = st
-	s.mu.Unlock()
-	if old.Phase == st.Phase && old.Reason == st.Reason && old.NeedsHuman == st.NeedsHuman && st.Phase != PhaseStarting {
+	if s.announced && sameState(s.state, st) {
+		s.mu.Unlock()
 		return
 	}
+	s.state, s.announced = st, true
+	s.mu.Unlock()
 	s.opts.Observer.StateChanged(st)
+}
+
+// sameState reports whether a and b agree in everything but the message.
+func sameState(a, b State) bool {
+	return a.Phase == b.Phase && a.Reason == b.Reason && a.NeedsHuman == b.NeedsHuman
 }
 
 func (s *Stream) publishStreaming() {
