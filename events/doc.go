@@ -1,0 +1,70 @@
+// Package events records Kubernetes Events about an object's readiness:
+// one Event when Ready changes, never on a reconcile that changes nothing,
+// with a severity that answers "does a human need to act", read from
+// Stalled.
+//
+// Import it as wgevents: its name collides with
+// k8s.io/client-go/tools/events.
+//
+//	import wgevents "github.com/watchgrade/watchgrade/events"
+//
+// [SeverityOf] picks the type, [ReadyTransition] decides whether a status
+// write deserves an Event, and a [Recorder] records it through client-go's
+// core/v1 recorder ([NewRecorder]) or its events.k8s.io/v1 recorder
+// ([NewEventsRecorder], notes cut to 1024 bytes). The package reads only
+// metav1.Condition values; it pairs with
+// [github.com/watchgrade/watchgrade/readiness], which writes the trio.
+//
+// # Severity
+//
+//	conditions                                     severity
+//	---------------------------------------------  --------
+//	Stalled=True                                   Warning
+//	Reconciling or Stalled present (the trio)      Normal
+//	Ready present and not True, without the trio   Warning
+//	otherwise (Ready=True, or no Ready)            Normal
+//
+// # Why Stalled, and not Ready, decides
+//
+// "Is Ready True" and "does a human need to act" are different questions.
+// Ready is False or Unknown whenever an object is progressing: after every
+// controller restart while each stream replays, after a cursor expires,
+// while a transient failure is retried. Grading those as Warnings buries the
+// one Warning that matters among dozens that look the same, and spends the
+// client-go spam filter's budget (25 Events per object, then one per five
+// minutes, dropped silently) on the protocol working. The readiness roll-up
+// has already answered the second question and published the answer as
+// Stalled (kstatus Failed), so reading it back cannot drift from the
+// conditions.
+//
+// An object that publishes Ready without Reconciling or Stalled cannot say
+// whether it is progressing or stuck, so a Ready that is not True stays a
+// Warning there: a caller without the trio stays loud rather than being
+// silently downgraded.
+//
+// # Transitions only
+//
+// Call [Recorder.Record] after each successful status write, with the
+// conditions before and after it. It records one Event when Ready's status
+// or reason changed, or Ready first appeared; the Event carries Ready's
+// reason and message. A recovery (Ready back to True) is a Normal Event. A
+// reconcile that changes nothing records nothing, and neither does a routine
+// watch reconnect, which changes no condition at all. A controller restart,
+// where every stream replays, moves Ready from True to False with
+// Reconciling=True: that is one Normal Event per object, never a Warning.
+//
+// # Alerting
+//
+// Events are for people reading kubectl describe. Alert on conditions:
+//
+//   - page on Stalled=True: a human must act;
+//   - raise a ticket on Ready != True (which includes Unknown) held for
+//     longer than a rollout or a replay may take, quoting the Reconciling
+//     reason;
+//   - never alert on Ready == False alone: it misses Ready=Unknown (an
+//     object that has never been Ready), and on its own it cannot tell a
+//     replay from an outage.
+//
+// An Event pipeline that routes on type=Warning sees only Stalled objects
+// (and objects without the trio whose Ready is not True).
+package events

@@ -1,0 +1,227 @@
+package readiness_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// calls records OnChange calls.
+type calls struct {
+	mu   sync.Mutex
+	keys []types.NamespacedName
+}
+
+func (c *calls) add(k types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keys = append(c.keys, k)
+}
+
+// take returns the calls so far and forgets them.
+func (c *calls) take() []types.NamespacedName {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := c.keys
+	c.keys = nil
+	return k
+}
+
+var (
+	ownerA = types.NamespacedName{Namespace: "ns", Name: "a"}
+	ownerB = types.NamespacedName{Namespace: "ns", Name: "b"}
+)
+
+func TestAccumulatorOnChange(t *testing.T) {
+	type step struct {
+		do   func(a *wgreadiness.Accumulator)
+		want []types.NamespacedName
+	}
+	replaying := streamState("pods", wgwatch.PhaseReplaying, wgwatch.ReasonInitialSync, false)
+	streaming := streamState("pods", wgwatch.PhaseStreaming, wgwatch.ReasonWatching, false)
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{
+			name: "tracking a new owner, then its stream's states",
+			steps: []step{
+				{func(a *wgreadiness.Accumulator) { a.Track(ownerA, "pods") }, []types.NamespacedName{ownerA}},
+				{func(a *wgreadiness.Accumulator) { a.Track(ownerA, "pods") }, nil},
+				{func(a *wgreadiness.Accumulator) { a.StateChanged(replaying) }, []types.NamespacedName{ownerA}},
+				{func(a *wgreadiness.Accumulator) { a.StateChanged(replaying) }, nil},
+				{func(a *wgreadiness.Accumulator) { a.StateChanged(streaming) }, []types.NamespacedName{ownerA}},
+			},
+		},
+		{
+			name: "a stream no owner tracks calls nobody",
+			steps: []step{
+				{func(a *wgreadiness.Accumulator) { a.StateChanged(replaying) }, nil},
+				{func(a *wgreadiness.Accumulator) { a.SessionEnded(wgwatch.SessionEnd{Stream: "pods"}) }, nil},
+			},
+		},
+		{
+			name: "a shared stream calls every owner tracking it",
+			steps: []step{
+				{func(a *wgreadiness.Accumulator) { a.StateChanged(streaming) }, nil},
+				{func(a *wgreadiness.Accumulator) { a.Track(ownerA, "pods") }, []types.NamespacedName{ownerA}},
+				{func(a *wgreadiness.Accumulator) { a.Track(ownerB, "pods") }, []types.NamespacedName{ownerB}},
+				{func(a *wgreadiness.Accumulator) { a.StateChanged(replaying) }, []types.NamespacedName{ownerA, ownerB}},
+			},
+		},
+		{
+			name: "a change that leaves the verdict alone calls nobody",
+			steps: []step{
+				{func(a *wgreadiness.Accumulator) { a.Track(ownerA, "pods") }, []types.NamespacedName{ownerA}},
+				{func(a *wgreadiness.Accumulator) { a.SetGate(ownerA, stalledGate) }, []types.NamespacedName{ownerA}},
+				// The stream is not the worst gate: Ready does not move.
+				{func(a *wgreadiness.Accumulator) { a.StateChanged(streaming) }, nil},
+				{func(a *wgreadiness.Accumulator) { a.RemoveGate(ownerA, "nope") }, nil},
+				{func(a *wgreadiness.Accumulator) { a.RemoveGate(ownerA, stalledGate.Name) }, []types.NamespacedName{ownerA}},
+			},
+		},
+		{
+			name: "removing a stream re-evaluates its owners",
+			steps: []step{
+				{func(a *wgreadiness.Accumulator) { a.StateChanged(streaming) }, nil},
+				{func(a *wgreadiness.Accumulator) { a.Track(ownerA, "pods", "nodes") }, []types.NamespacedName{ownerA}},
+				{func(a *wgreadiness.Accumulator) { a.RemoveStream("nodes") }, []types.NamespacedName{ownerA}},
+				{func(a *wgreadiness.Accumulator) { a.RemoveStream("nodes") }, nil},
+			},
+		},
+		{
+			name: "a removed owner is not called",
+			steps: []step{
+				{func(a *wgreadiness.Accumulator) { a.Track(ownerA, "pods") }, []types.NamespacedName{ownerA}},
+				{func(a *wgreadiness.Accumulator) { a.RemoveOwner(ownerA); a.StateChanged(replaying) }, nil},
+				{func(a *wgreadiness.Accumulator) { a.RemoveOwner(ownerA) }, nil},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var got calls
+				a := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{OnChange: got.add})
+				for i, s := range tt.steps {
+					s.do(a)
+					synctest.Wait()
+					if diff := cmp.Diff(s.want, got.take()); diff != "" {
+						t.Errorf("step %d: OnChange calls mismatch (-want +got):\n%s", i, diff)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestAccumulatorDoesNotBlock: a stuck OnChange never blocks the observer
+// or the other methods, and changes to a waiting owner are coalesced.
+func TestAccumulatorDoesNotBlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var got calls
+		a := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{OnChange: func(k types.NamespacedName) {
+			got.add(k)
+			<-release
+		}})
+		a.Track(ownerA, "pods")
+		synctest.Wait() // OnChange(ownerA) is now stuck.
+		for i := range 10 {
+			phase := wgwatch.PhaseReplaying
+			if i%2 == 1 {
+				phase = wgwatch.PhaseStreaming
+			}
+			a.StateChanged(streamState("pods", phase, wgwatch.ReasonInitialSync, false))
+			a.Track(ownerB, "pods", fmt.Sprint("s", i))
+		}
+		if gates := a.Gates(ownerA); len(gates) != 1 {
+			t.Errorf("Gates(ownerA) = %v, want one gate", gates)
+		}
+		close(release)
+		synctest.Wait()
+		want := []types.NamespacedName{ownerA, ownerA, ownerB}
+		if diff := cmp.Diff(want, got.take()); diff != "" {
+			t.Errorf("OnChange calls mismatch (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestAccumulatorGatesAndApply(t *testing.T) {
+	a := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{})
+	a.StateChanged(streamState("pods", wgwatch.PhaseBlocked, wgwatch.ReasonForbidden, true))
+	a.Track(ownerA, "pods", "nodes")
+	a.SetGate(ownerA, wgreadiness.Gate{Name: "Path", Level: wgreadiness.LevelEstablished, Reason: "Accepted", Stream: true})
+
+	want := []wgreadiness.Gate{
+		{Name: "pods", Level: wgreadiness.LevelStalled, Reason: "Forbidden", Message: "Blocked Forbidden", Stream: true},
+		{Name: "nodes", Level: wgreadiness.LevelProgressing, Reason: "Starting", Message: "the stream has not reported yet", Stream: true},
+		{Name: "Path", Level: wgreadiness.LevelEstablished, Reason: "Accepted"},
+	}
+	if diff := cmp.Diff(want, a.Gates(ownerA)); diff != "" {
+		t.Errorf("Gates() mismatch (-want +got):\n%s", diff)
+	}
+	if got := a.Gates(ownerB); got != nil {
+		t.Errorf("Gates(unknown) = %v, want nil", got)
+	}
+
+	var conds []metav1.Condition
+	if !a.Apply(ownerA, &conds, gen, time.Unix(1e9, 0)) {
+		t.Fatalf("Apply() = false, want true")
+	}
+	wantConds := []metav1.Condition{
+		cond("Ready", metav1.ConditionFalse, "Forbidden", "pods: Blocked Forbidden"),
+		cond("Stalled", metav1.ConditionTrue, "Forbidden", "pods: Blocked Forbidden"),
+	}
+	if diff := cmp.Diff(wantConds, conds, ignoreTime); diff != "" {
+		t.Errorf("Apply() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestAccumulatorConcurrent is for the race detector.
+func TestAccumulatorConcurrent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got calls
+		a := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{OnChange: got.add})
+		var wg sync.WaitGroup
+		phases := wgwatch.Phases()
+		for w := range 8 {
+			wg.Go(func() {
+				key := types.NamespacedName{Name: fmt.Sprint("o", w%3)}
+				for i := range 200 {
+					stream := fmt.Sprint("s", i%4)
+					switch i % 5 {
+					case 0:
+						a.Track(key, stream, "s0")
+					case 1:
+						a.SetGate(key, wgreadiness.Progressing(fmt.Sprint("g", i%2), "Waiting", "w"))
+					case 2:
+						a.Gates(key)
+					case 3:
+						a.RemoveStream(stream)
+					default:
+						a.StateChanged(streamState(stream, phases[(i+w)%len(phases)], wgwatch.ReasonWatching, i%7 == 0))
+					}
+				}
+				a.RemoveOwner(key)
+			})
+		}
+		wg.Wait()
+		synctest.Wait()
+		if len(got.take()) == 0 {
+			t.Errorf("OnChange was never called")
+		}
+	})
+}

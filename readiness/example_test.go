@@ -1,0 +1,108 @@
+package readiness_test
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+)
+
+func printConditions(conds []metav1.Condition) {
+	for _, c := range conds {
+		fmt.Printf("%s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
+	}
+}
+
+// Rollup decides the trio from gates: here a stream replaying after its
+// cursor expired, on an owner that was Ready before.
+func ExampleRollup() {
+	gates := []wgreadiness.Gate{
+		wgreadiness.StreamGate(wgwatch.State{
+			Stream: "apps/deployments", Phase: wgwatch.PhaseReplaying,
+			Reason: wgwatch.ReasonExpiredResourceVersion, Message: "the resourceVersion expired; replaying the collection",
+		}),
+		wgreadiness.Established("SourceCluster", "Reachable", "the source cluster answers"),
+	}
+	existing := []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Established"}}
+	printConditions(wgreadiness.Rollup(gates, existing, 4, wgreadiness.Options{}))
+	// Output:
+	// Ready=False ExpiredResourceVersion: apps/deployments: the resourceVersion expired; replaying the collection
+	// Reconciling=True ExpiredResourceVersion: apps/deployments: the resourceVersion expired; replaying the collection
+}
+
+// Apply writes the trio onto an object's conditions; lastTransitionTime
+// moves only when a status does.
+func ExampleApply() {
+	var conds []metav1.Condition // status.conditions of a new object
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+	stalled := []wgreadiness.Gate{wgreadiness.Stalled("apps/deployments", "Forbidden", "deployments is forbidden")}
+	fmt.Println(wgreadiness.Apply(&conds, stalled, 1, now, wgreadiness.Options{}))
+	fmt.Println(wgreadiness.Apply(&conds, stalled, 1, now.Add(time.Minute), wgreadiness.Options{}))
+	printConditions(conds)
+	fmt.Println(conds[0].LastTransitionTime.UTC().Format(time.TimeOnly), conds[0].ObservedGeneration)
+	// Output:
+	// true
+	// false
+	// Ready=False Forbidden: apps/deployments: deployments is forbidden
+	// Stalled=True Forbidden: apps/deployments: deployments is forbidden
+	// 12:00:00 1
+}
+
+// An Accumulator is the Observer of every stream; it calls back when an
+// owner's verdict changes, and the reconcile applies the owner's gates.
+func ExampleAccumulator() {
+	changed := make(chan types.NamespacedName, 10)
+	acc := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{
+		OnChange: func(key types.NamespacedName) { changed <- key }, // a workqueue's Add in a controller
+	})
+	key := types.NamespacedName{Namespace: "team-a", Name: "target"}
+
+	// In Reconcile: declare what the owner depends on.
+	acc.Track(key, "apps/deployments")
+	fmt.Println("requeue", <-changed)
+
+	// A stream reports (normally the stream itself calls this).
+	var observer wgwatch.Observer = acc
+	observer.StateChanged(wgwatch.State{
+		Stream: "apps/deployments", Phase: wgwatch.PhaseStreaming,
+		Reason: wgwatch.ReasonWatching, Message: "the stream is delivering live events",
+	})
+	fmt.Println("requeue", <-changed)
+
+	// In Reconcile again: write the trio, and the status if it changed.
+	var conds []metav1.Condition
+	if acc.Apply(key, &conds, 1, time.Now()) {
+		printConditions(conds)
+	}
+
+	// The owner is deleted.
+	acc.RemoveOwner(key)
+	fmt.Println(len(acc.Gates(key)))
+	// Output:
+	// requeue team-a/target
+	// requeue team-a/target
+	// Ready=True Established: all gates are established
+	// 0
+}
+
+// StreamLevel maps stream states onto gate levels.
+func ExampleStreamLevel() {
+	for _, s := range []wgwatch.State{
+		{Phase: wgwatch.PhaseStreaming},
+		{Phase: wgwatch.PhaseReplaying},
+		{Phase: wgwatch.PhaseBlocked},
+		{Phase: wgwatch.PhaseBlocked, NeedsHuman: true},
+	} {
+		fmt.Println(s.Phase, s.NeedsHuman, wgreadiness.StreamLevel(s))
+	}
+	// Output:
+	// Streaming false Established
+	// Replaying false Progressing
+	// Blocked false Progressing
+	// Blocked true Stalled
+}

@@ -1,0 +1,267 @@
+package readiness
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types of the kstatus trio.
+const (
+	ConditionReady       = "Ready"
+	ConditionReconciling = "Reconciling"
+	ConditionStalled     = "Stalled"
+)
+
+// Reasons that [Rollup] writes itself. Gates' own reasons are copied
+// otherwise.
+const (
+	// ReasonEstablished: Ready=True because every gate is established; also
+	// the reason of a True [Options.StreamsCondition].
+	ReasonEstablished = "Established"
+	// ReasonNoGates: the owner has no gates; see [Options.Empty].
+	ReasonNoGates = "NoGates"
+	// ReasonNoStreams: a True [Options.StreamsCondition] on an owner with no
+	// stream gates.
+	ReasonNoStreams = "NoStreams"
+	// ReasonProgressing stands in for a progressing gate's reason when it
+	// cannot be repaired into a valid one.
+	ReasonProgressing = "Progressing"
+	// ReasonStalled stands in for a stalled gate's reason when it cannot be
+	// repaired into a valid one.
+	ReasonStalled = "Stalled"
+)
+
+// EmptyMeaning is what an owner with no gates at all is. The set is closed:
+// [EmptyProgressing], [EmptyEstablished].
+type EmptyMeaning string
+
+const (
+	// EmptyProgressing: no gates means not Ready yet (Reconciling=True,
+	// reason NoGates). An owner whose gates were never declared, or were
+	// forgotten, stays visible instead of looking healthy.
+	EmptyProgressing EmptyMeaning = "Progressing"
+	// EmptyEstablished: no gates means nothing to wait for (Ready=True,
+	// reason NoGates). For owners that may legitimately depend on nothing.
+	EmptyEstablished EmptyMeaning = "Established"
+)
+
+// Options configures [Rollup] and [Apply]. The zero value works.
+type Options struct {
+	// Empty is what an owner with no gates is. Defaults to
+	// EmptyProgressing (so does any value outside the set).
+	Empty EmptyMeaning
+	// StreamsCondition is the type of an optional positive condition that
+	// summarises the stream gates alone, such as "StreamsRunning": True when
+	// every stream gate is established (reason Established, or NoStreams
+	// when there are none), otherwise False with the worst stream gate's
+	// reason and message. Defaults to "": no such condition is written or
+	// removed.
+	StreamsCondition string
+	// MaxListed is how many gates a message names before it ends with
+	// "… and N more". Defaults to 3.
+	MaxListed int
+	// MessageLimit bounds every message, in bytes. Defaults to 1024, the
+	// limit of an events.k8s.io note, so that an Event can quote Ready's
+	// message whole; larger values are capped at MaxMessageBytes.
+	MessageLimit int
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxListed    = 3
+	DefaultMessageLimit = 1024
+)
+
+func (o Options) withDefaults() Options {
+	if o.Empty != EmptyEstablished {
+		o.Empty = EmptyProgressing
+	}
+	if o.MaxListed <= 0 {
+		o.MaxListed = DefaultMaxListed
+	}
+	if o.MessageLimit <= 0 {
+		o.MessageLimit = DefaultMessageLimit
+	}
+	o.MessageLimit = min(o.MessageLimit, MaxMessageBytes)
+	return o
+}
+
+// Rollup decides the kstatus trio of an owner object from its gates. It is
+// pure: the same gates, existing Ready status, generation and options give
+// byte-identical conditions, whatever order the gates come in.
+//
+//	worst gate   existing Ready     Ready                 Reconciling   Stalled       kstatus
+//	-----------  -----------------  --------------------  ------------  ------------  ----------
+//	stalled      any                False (gate reason)   removed       True (same)   Failed
+//	progressing  absent or Unknown  Unknown (gate reason) True (same)   removed       InProgress
+//	progressing  True or False      False (gate reason)   True (same)   removed       InProgress
+//	established  any                True (Established)    removed       removed       Current
+//	no gates     any                as progressing or as established, by Options.Empty,
+//	                                with reason NoGates
+//
+// The worst gate decides: stalled over progressing over established. Among
+// gates at the worst level the first in this order gives the reason: Name,
+// then Reason, then Message, in byte order, a caller's gate before a stream
+// gate of the same name. The message names the gates at the worst level in
+// that order ("name: message; …"), at most [Options.MaxListed] of them, and
+// ends with "… and N more" for the rest, within [Options.MessageLimit]
+// bytes. Reasons that do not match the CRD pattern are repaired (see
+// [ValidReason]).
+//
+// existing is the owner's current conditions; only Ready's status is read,
+// to tell whether the owner was ever established (see the package
+// documentation). Every condition returned carries generation as its
+// observedGeneration and a zero lastTransitionTime, which [Apply] fills in.
+// The conditions come in a fixed order: Ready, then Reconciling or Stalled
+// when present, then [Options.StreamsCondition] when set. A condition of
+// the trio missing from the result must be removed from the object, not
+// written False: [Apply] does that.
+func Rollup(gates []Gate, existing []metav1.Condition, generation int64, opts Options) []metav1.Condition {
+	opts = opts.withDefaults()
+	v := decide(gates, opts)
+	cond := func(typ string, status metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{
+			Type: typ, Status: status, ObservedGeneration: generation,
+			Reason: v.reason, Message: v.message,
+		}
+	}
+	var out []metav1.Condition
+	switch v.level {
+	case LevelStalled:
+		out = append(out, cond(ConditionReady, metav1.ConditionFalse), cond(ConditionStalled, metav1.ConditionTrue))
+	case LevelProgressing:
+		ready := metav1.ConditionUnknown
+		if EverEstablished(existing) {
+			ready = metav1.ConditionFalse
+		}
+		out = append(out, cond(ConditionReady, ready), cond(ConditionReconciling, metav1.ConditionTrue))
+	default:
+		out = append(out, cond(ConditionReady, metav1.ConditionTrue))
+	}
+	if opts.StreamsCondition != "" {
+		out = append(out, streamsCondition(gates, generation, opts))
+	}
+	return out
+}
+
+// EverEstablished reports whether an owner with these persisted conditions
+// has been established before: its Ready condition is True or False. A
+// Ready that is Unknown or absent means never. See the package
+// documentation for why this is the contract.
+func EverEstablished(existing []metav1.Condition) bool {
+	c := meta.FindStatusCondition(existing, ConditionReady)
+	return c != nil && (c.Status == metav1.ConditionTrue || c.Status == metav1.ConditionFalse)
+}
+
+// Apply writes the trio that [Rollup] decides onto conditions, with
+// apimachinery's [meta.SetStatusCondition] semantics: lastTransitionTime
+// becomes now (to the second) only for a condition that is new or whose
+// status changed; reason, message and observedGeneration are overwritten.
+// Reconciling and Stalled are removed when Rollup leaves them out (and so
+// is [Options.StreamsCondition] if it is set). Other conditions are left
+// alone. It reports whether anything changed, so a reconcile that changes
+// nothing can skip the status write.
+//
+// Set status.observedGeneration to generation in the same write: kstatus
+// and kubectl wait read it.
+func Apply(conditions *[]metav1.Condition, gates []Gate, generation int64, now time.Time, opts Options) (changed bool) {
+	if conditions == nil {
+		return false
+	}
+	want := Rollup(gates, *conditions, generation, opts)
+	stamp := metav1.NewTime(now).Rfc3339Copy()
+	for _, c := range want {
+		c.LastTransitionTime = stamp
+		if meta.SetStatusCondition(conditions, c) {
+			changed = true
+		}
+	}
+	for _, typ := range []string{ConditionReconciling, ConditionStalled, opts.StreamsCondition} {
+		if typ == "" || meta.FindStatusCondition(want, typ) != nil {
+			continue
+		}
+		if meta.RemoveStatusCondition(conditions, typ) {
+			changed = true
+		}
+	}
+	return changed
+}
+
+// verdict is the part of the roll-up that depends on the gates alone.
+type verdict struct {
+	level   Level
+	reason  string
+	message string
+}
+
+// decide finds the worst level among gates and the reason and message that
+// go with it.
+func decide(gates []Gate, opts Options) verdict {
+	if len(gates) == 0 {
+		if opts.Empty == EmptyEstablished {
+			return verdict{LevelEstablished, ReasonNoGates, truncate("the object depends on no gates", opts.MessageLimit)}
+		}
+		return verdict{LevelProgressing, ReasonNoGates, truncate("no gates have been declared for the object yet", opts.MessageLimit)}
+	}
+	sorted := sortGates(gates)
+	worst := sorted[0].Level.normal()
+	if worst == LevelEstablished {
+		return verdict{LevelEstablished, ReasonEstablished, truncate("all gates are established", opts.MessageLimit)}
+	}
+	fallback := ReasonProgressing
+	if worst == LevelStalled {
+		fallback = ReasonStalled
+	}
+	var parts []string
+	for _, g := range sorted {
+		if g.Level.normal() != worst {
+			break
+		}
+		parts = append(parts, describe(g))
+	}
+	return verdict{
+		level:   worst,
+		reason:  repairReason(sorted[0].Reason, fallback),
+		message: joinBounded(parts, opts.MaxListed, opts.MessageLimit),
+	}
+}
+
+// describe is one gate's part of a message: "name: message".
+func describe(g Gate) string {
+	msg := oneLine(g.Message)
+	if msg == "" {
+		msg = oneLine(g.Reason)
+	}
+	name := oneLine(g.Name)
+	switch {
+	case name == "":
+		return msg
+	case msg == "":
+		return name
+	}
+	return name + ": " + msg
+}
+
+// streamsCondition summarises the stream gates alone, positive polarity.
+func streamsCondition(gates []Gate, generation int64, opts Options) metav1.Condition {
+	var streams []Gate
+	for _, g := range gates {
+		if g.Stream {
+			streams = append(streams, g)
+		}
+	}
+	c := metav1.Condition{Type: opts.StreamsCondition, ObservedGeneration: generation, Status: metav1.ConditionTrue}
+	if len(streams) == 0 {
+		c.Reason, c.Message = ReasonNoStreams, truncate("the object depends on no watch streams", opts.MessageLimit)
+		return c
+	}
+	v := decide(streams, opts)
+	if v.level == LevelEstablished {
+		c.Reason, c.Message = ReasonEstablished, truncate("all watch streams are established", opts.MessageLimit)
+		return c
+	}
+	c.Status, c.Reason, c.Message = metav1.ConditionFalse, v.reason, v.message
+	return c
+}
