@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -22,23 +23,48 @@ func TestImportGraph(t *testing.T) {
 		"github.com/stretchr/testify",
 	}
 	tests := []struct {
-		pkg       string
+		pkg string
+		// forbidden may not be reached at all, through any dependency.
 		forbidden []string
+		// notDirect may not be imported by the package's own files.
+		notDirect []string
 	}{
-		{"./watch", []string{"github.com/prometheus/", "github.com/google/go-cmp", "github.com/watchgrade/watchgrade/watch/watchtest", "testing"}},
-		{"./watch/watchtest", []string{"github.com/prometheus/", "testing"}},
-		{"./internal/...", []string{"k8s.io/", "github.com/prometheus/"}},
+		{pkg: "./watch", forbidden: []string{"github.com/prometheus/", "github.com/google/go-cmp", "github.com/watchgrade/watchgrade/watch/watchtest", "testing"}},
+		{pkg: "./watch/watchtest", forbidden: []string{"github.com/prometheus/", "testing"}},
+		// readiness reaches client-go only through watch, whose Stream is
+		// built on client-go's ListerWatcher; its own code needs none.
+		{pkg: "./readiness", forbidden: []string{"github.com/prometheus/", "github.com/google/go-cmp", "sigs.k8s.io/cli-utils", "testing"}, notDirect: []string{"k8s.io/client-go"}},
+		{pkg: "./readiness/readinesstest", forbidden: []string{"github.com/prometheus/"}},
+		// events takes one-method recorder interfaces that client-go's
+		// recorders satisfy, so it needs no client-go at all.
+		{pkg: "./events", forbidden: []string{"k8s.io/client-go", "github.com/prometheus/", "github.com/google/go-cmp", "testing"}},
+		{pkg: "./metrics", forbidden: []string{"github.com/google/go-cmp", "testing", "github.com/prometheus/client_golang/prometheus/promauto"}, notDirect: []string{"k8s.io/client-go"}},
+		{pkg: "./internal/...", forbidden: []string{"k8s.io/", "github.com/prometheus/"}},
+	}
+	matches := func(dep, bad string) bool {
+		return dep == bad || strings.HasPrefix(dep, bad+"/") || (strings.HasSuffix(bad, "/") && strings.HasPrefix(dep, bad))
+	}
+	list := func(t *testing.T, format, pkg string) []string {
+		t.Helper()
+		out, err := exec.Command("go", "list", "-deps="+strconv.FormatBool(format == "deps"), "-f", "{{join .Imports \"\\n\"}}\n{{.ImportPath}}", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		return strings.Fields(string(out))
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {
-			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", tt.pkg).Output()
-			if err != nil {
-				t.Fatalf("go list -deps %s: %v", tt.pkg, err)
-			}
-			for _, dep := range strings.Fields(string(out)) {
+			for _, dep := range list(t, "deps", tt.pkg) {
 				for _, bad := range append(tt.forbidden, everywhere...) {
-					if dep == bad || strings.HasPrefix(dep, bad+"/") || (strings.HasSuffix(bad, "/") && strings.HasPrefix(dep, bad)) {
-						t.Errorf("%s imports %s (via its dependencies), want it kept out", tt.pkg, dep)
+					if matches(dep, bad) {
+						t.Errorf("%s reaches %s through its imports, want it kept out", tt.pkg, dep)
+					}
+				}
+			}
+			for _, dep := range list(t, "direct", tt.pkg) {
+				for _, bad := range tt.notDirect {
+					if matches(dep, bad) {
+						t.Errorf("%s imports %s itself, want it kept out", tt.pkg, dep)
 					}
 				}
 			}
