@@ -42,7 +42,12 @@
 //     older servers say Gone, aggregated servers and proxies may answer the
 //     open with a 410, and a LIST can expire too. Retrying the same cursor can
 //     never succeed (client-go's RetryWatcher loops on it forever), so the
-//     cursor is dropped and the collection replayed.
+//     cursor is dropped and the collection replayed. The stream publishes
+//     Replaying only if the replay outlasts [Policy.ReplayGrace] (10 s):
+//     every apiserver restart expires every cursor, since the new watch
+//     cache starts after them, and a replay done within seconds loses
+//     nothing. (Instrumented informers publish it at once: the wrapper
+//     does not see when the informer's relist is done.)
 //   - Transient failures (429, 5xx, timeouts, refused or reset connections,
 //     decode errors) back off and publish nothing until they outlast
 //     [Policy.TransientGrace]: an apiserver rolling over is not news.

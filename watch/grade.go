@@ -100,6 +100,12 @@ type Policy struct {
 	// session, whatever the cause, before it needs a human.
 	// Defaults to 5m.
 	ProgressDeadline time.Duration
+	// ReplayGrace is how long the replay after an expiry may take before
+	// the stream is published as Replaying. Every apiserver restart expires
+	// every cursor (the new watch cache starts after them); a replay that
+	// is done within the grace loses nothing and is not news.
+	// Defaults to 10s.
+	ReplayGrace time.Duration
 }
 
 // Policy defaults.
@@ -109,6 +115,7 @@ const (
 	DefaultTransientGrace   = 30 * time.Second
 	DefaultHumanGrace       = 15 * time.Second
 	DefaultProgressDeadline = 5 * time.Minute
+	DefaultReplayGrace      = 10 * time.Second
 )
 
 func (p Policy) withDefaults() Policy {
@@ -126,6 +133,9 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.ProgressDeadline <= 0 {
 		p.ProgressDeadline = DefaultProgressDeadline
+	}
+	if p.ReplayGrace <= 0 {
+		p.ReplayGrace = DefaultReplayGrace
 	}
 	return p
 }
@@ -170,6 +180,10 @@ type Verdict struct {
 	ShortClose bool
 	// Publish is true when the stream must publish State.
 	Publish bool
+	// PublishAfter, when positive, defers the publication: the stream
+	// publishes State only if the replay it starts has not delivered its
+	// snapshot by then.
+	PublishAfter time.Duration
 	// State is the state to publish when Publish is true; its Stream and
 	// Resource are left for the caller to fill in.
 	State State
@@ -189,7 +203,8 @@ type Verdict struct {
 //	-------------------------------------------  --------  --------------------------------  -----------------------
 //	owner's context done, whatever else          teardown  nothing                           stop
 //	410 Expired/Gone: open, ERROR event, replay,  expired   Replaying/ExpiredResourceVersion  replay (backoff if it
-//	  or LIST                                                                                   repeats)
+//	  or LIST                                       if the replay outlasts                    repeats)
+//	                                                ReplayGrace
 //	clean close, healthy (≥ ShortSession, or an  closed    nothing                           resume at once
 //	  event, or the cursor moved)
 //	clean close of a replay, not short           closed    nothing                           replay at once
@@ -301,6 +316,7 @@ func gradeError(e Ending, p Policy) Verdict {
 		v.Publish = true
 		v.State = State{Phase: PhaseReplaying, Reason: ReasonExpiredResourceVersion,
 			Message: "the resourceVersion expired; replaying the collection"}
+		v.PublishAfter = p.ReplayGrace
 		v.Next = NextReplay
 		if e.Failures == 0 {
 			v.Wait = WaitNone

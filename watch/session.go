@@ -98,6 +98,9 @@ func (s *Stream) listThenWatch(ctx context.Context) result {
 	})
 	p.PageSize = s.opts.ListPageSize
 	list, _, err := p.List(ctx, metav1.ListOptions{})
+	// A LIST cannot be interrupted to publish: if it outlasted the grace,
+	// say so now, before the snapshot.
+	s.publishDeferred()
 	if err != nil {
 		return result{stage: StageList, cause: CauseError, err: err}
 	}
@@ -160,6 +163,14 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 		defer t.Stop()
 		healthy = t.C()
 	}
+	// A replay after an expiry publishes Replaying only if it outlasts the
+	// grace.
+	var grace <-chan time.Time
+	if buf != nil && s.deferred != nil {
+		t := s.clock.NewTimer(max(s.deferredAt.Sub(s.clock.Now()), 0))
+		defer t.Stop()
+		grace = t.C()
+	}
 	events := 0
 	// Only this goroutine publishes states, so once this session has
 	// published Streaming the phase stays Streaming until it returns.
@@ -168,7 +179,7 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 	for {
 		var ev apiwatch.Event
 		var ok, got bool
-		if deadline == nil && healthy == nil {
+		if deadline == nil && healthy == nil && grace == nil {
 			// Steady state: take a ready event without the cost of a
 			// multi-way select, after a cheap check that the owner is
 			// not done.
@@ -193,6 +204,10 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 				healthy = nil
 				s.publishStreaming()
 				streaming = true
+				continue
+			case <-grace:
+				grace = nil
+				s.publishDeferred()
 				continue
 			case ev, ok = <-results:
 			}
@@ -228,7 +243,7 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 					return result{stage: stage, cause: CauseHandler, err: err, events: events}
 				}
 				s.setCursor(rv)
-				buf, deadline, stage = nil, nil, StageStream
+				buf, deadline, grace, stage = nil, nil, nil, StageStream
 			} else {
 				// A bookmark inside a replay says nothing about the
 				// snapshot; the cursor waits for the end.

@@ -174,6 +174,10 @@ type Stream struct {
 	// Owned by the goroutine in Run.
 	backoff        backoff.Backoff
 	watchListUnsup bool
+	// deferred is a state to publish if the replay under way has not
+	// delivered its snapshot by deferredAt (see Verdict.PublishAfter).
+	deferred   *State
+	deferredAt time.Time
 
 	mu     sync.Mutex
 	cursor string
@@ -274,7 +278,14 @@ func (s *Stream) Run(ctx context.Context) error {
 		if v.Healthy {
 			s.backoff.Reset()
 		}
-		if v.Publish {
+		switch {
+		case v.Publish && v.PublishAfter > 0:
+			if s.deferred == nil {
+				st := v.State
+				s.deferred, s.deferredAt = &st, now.Add(v.PublishAfter)
+			}
+		case v.Publish:
+			s.deferred = nil
 			s.publish(v.State)
 		}
 		if v.Next == NextReplay {
@@ -379,7 +390,17 @@ func sameState(a, b State) bool {
 	return a.Phase == b.Phase && a.Reason == b.Reason && a.NeedsHuman == b.NeedsHuman
 }
 
+// publishDeferred publishes the deferred state if its time has come.
+func (s *Stream) publishDeferred() {
+	if s.deferred != nil && !s.clock.Now().Before(s.deferredAt) {
+		st := *s.deferred
+		s.deferred = nil
+		s.publish(st)
+	}
+}
+
 func (s *Stream) publishStreaming() {
+	s.deferred = nil
 	if s.State().Phase == PhaseStreaming {
 		return
 	}

@@ -35,6 +35,7 @@ type recorder struct {
 	endings   []SessionEnd
 	failEvent map[string]int // event key ("ADDED a@2") -> failures left
 	failSnap  int
+	onState   func() // called on every state change, if set
 }
 
 func (r *recorder) add(s string) {
@@ -85,6 +86,9 @@ func (r *recorder) StateChanged(s State) {
 	defer r.mu.Unlock()
 	r.states = append(r.states, s)
 	r.log = append(r.log, fmt.Sprintf("state %s/%s human=%v", s.Phase, s.Reason, s.NeedsHuman))
+	if r.onState != nil {
+		r.onState()
+	}
 }
 
 func (r *recorder) SessionEnded(e SessionEnd) {
@@ -242,7 +246,8 @@ func TestStreamStartsFromGivenCursor(t *testing.T) {
 }
 
 // The objects deleted while the cursor was expired reach the consumer as
-// absence from the snapshot; the expiry is routine (Replaying, not Blocked).
+// absence from the snapshot; the expiry is routine: a replay done within
+// ReplayGrace publishes nothing.
 func TestStreamExpiryReplaysAndSnapshotOmitsDeletes(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -276,9 +281,8 @@ func TestStreamExpiryReplaysAndSnapshotOmitsDeletes(t *testing.T) {
 					"state Streaming/Watching human=false",
 					"end closed Stream",
 					"end expired " + string(rec.endings[1].Stage),
-					"state Replaying/ExpiredResourceVersion human=false",
+					// A replay within ReplayGrace is not news: no state.
 					"snapshot [a c]@8",
-					"state Streaming/Watching human=false",
 					"end teardown Stream",
 				}
 				if diff := cmp.Diff(want, rec.Log()); diff != "" {
@@ -290,6 +294,44 @@ func TestStreamExpiryReplaysAndSnapshotOmitsDeletes(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A replay after an expiry that outlasts ReplayGrace is published as
+// Replaying, at the grace, and ends in Streaming.
+func TestStreamSlowReplayAfterExpiryPublishesReplaying(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The first replay never ends (no end bookmark) and times out at
+		// 2 minutes; the one after it succeeds.
+		lw := watchtest.New(
+			watchtest.Session{Events: []apiwatch.Event{watchtest.Bookmark("1"), watchtest.ErrorEvent(watchtest.Expired())}},
+			watchtest.Session{Hang: true, Events: []apiwatch.Event{watchtest.Added(cm("a", "2"))}},
+			watchtest.Session{Hang: true},
+		)
+		lw.AddLists(watchtest.List{ResourceVersion: "9", Objects: []runtime.Object{cm("a", "2")}})
+		rec := &recorder{}
+		tlw, at := timed(lw)
+		var publishedAt []time.Duration
+		start := time.Now()
+		rec.onState = func() { publishedAt = append(publishedAt, time.Since(start)) }
+		s := newTestStream(t, tlw, rec, StreamOptions{Cursor: "1"})
+		stop := run(t, s)
+		settle()
+		stop()
+		var got []string
+		for _, st := range rec.states {
+			got = append(got, fmt.Sprintf("%s/%s", st.Phase, st.Reason))
+		}
+		want := []string{"Starting/Starting", "Streaming/Watching", "Replaying/ExpiredResourceVersion", "Blocked/ReplayTimedOut", "Streaming/Watching"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("states mismatch (-want +got):\n%s", diff)
+		}
+		if len(publishedAt) > 2 && publishedAt[2] != DefaultReplayGrace {
+			t.Errorf("Replaying published at %v, want at the %v grace", publishedAt[2], DefaultReplayGrace)
+		}
+		if calls := at(); len(calls) != 4 {
+			t.Errorf("calls at %v, want watch, watch-list, list, watch", calls)
+		}
+	})
 }
 
 func TestStreamFallsBackToListWhenWatchListRefused(t *testing.T) {
