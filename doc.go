@@ -6,10 +6,22 @@
 // This package holds no code; start in one of these:
 //
 //   - [github.com/watchgrade/watchgrade/watch]: graded watch streams, the
-//     grading function, and instrumentation for client-go and
-//     controller-runtime informers. Start here.
-//   - [github.com/watchgrade/watchgrade/watch/watchtest]: a scripted
-//     ListerWatcher that produces every way a watch ends, for your tests.
+//     one function that grades every session ending, and instrumentation
+//     for client-go and controller-runtime informers. Start here.
+//   - [github.com/watchgrade/watchgrade/readiness]: stream states and your
+//     own dependencies (gates) rolled up into the kstatus trio of
+//     conditions, Ready, Reconciling and Stalled, with a concurrent
+//     accumulator that tells you which owner to requeue.
+//   - [github.com/watchgrade/watchgrade/events]: Event severity from
+//     Stalled, recorded only when Ready changes.
+//   - [github.com/watchgrade/watchgrade/metrics]: Prometheus metrics that
+//     separate routine endings from broken streams, and time to first
+//     Ready.
+//
+// For tests: [github.com/watchgrade/watchgrade/watch/watchtest] is a
+// scripted ListerWatcher that produces every way a watch ends, and
+// [github.com/watchgrade/watchgrade/readiness/readinesstest] checks
+// conditions against kstatus's rules.
 //
 // # Import aliases
 //
@@ -19,7 +31,9 @@
 // prefix:
 //
 //	import (
+//		wgevents "github.com/watchgrade/watchgrade/events"
+//		wgmetrics "github.com/watchgrade/watchgrade/metrics"
+//		wgreadiness "github.com/watchgrade/watchgrade/readiness"
 //		wgwatch "github.com/watchgrade/watchgrade/watch"
-//		"github.com/watchgrade/watchgrade/watch/watchtest"
 //	)
 package watchgrade
