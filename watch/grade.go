@@ -202,9 +202,9 @@ type Verdict struct {
 //	how it ended                                 outcome   publishes                         next
 //	-------------------------------------------  --------  --------------------------------  -----------------------
 //	owner's context done, whatever else          teardown  nothing                           stop
-//	410 Expired/Gone: open, ERROR event, replay,  expired   Replaying/ExpiredResourceVersion  replay (backoff if it
-//	  or LIST                                       if the replay outlasts                    repeats)
-//	                                                ReplayGrace
+//	410 Expired/Gone: open, ERROR event, replay,  expired   Replaying/ExpiredResourceVersion  replay at once (after
+//	  or LIST                                       if the replay outlasts                    backoff if a replay
+//	                                                ReplayGrace                               keeps expiring)
 //	clean close, healthy (≥ ShortSession, or an  closed    nothing                           resume at once
 //	  event, or the cursor moved)
 //	clean close of a replay, not short           closed    nothing                           replay at once
@@ -318,7 +318,9 @@ func gradeError(e Ending, p Policy) Verdict {
 			Message: "the resourceVersion expired; replaying the collection"}
 		v.PublishAfter = p.ReplayGrace
 		v.Next = NextReplay
-		if e.Failures == 0 {
+		// Resuming from an expired cursor is answered by a replay at once;
+		// only a replay that itself keeps expiring backs off.
+		if e.Failures == 0 || (e.Stage != StageReplay && e.Stage != StageList) {
 			v.Wait = WaitNone
 		}
 		return v

@@ -50,7 +50,9 @@ func TestGrade(t *testing.T) {
 			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, PublishAfter: DefaultReplayGrace, State: replaying, Next: NextReplay, Wait: WaitNone}},
 		{"410 from a LIST, repeated, backs off", Ending{Stage: StageList, Cause: CauseError, Err: watchtest.Expired(), Failures: 1, Trouble: time.Second},
 			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, PublishAfter: DefaultReplayGrace, State: replaying, Next: NextReplay, Wait: WaitBackoff}},
-		{"410 past the progress deadline still replays", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Expired(), Failures: 50, Trouble: time.Hour},
+		{"410 past the progress deadline still replays, at once", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Expired(), Failures: 50, Trouble: time.Hour},
+			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, PublishAfter: DefaultReplayGrace, State: replaying, Next: NextReplay, Wait: WaitNone}},
+		{"410 during a replay, repeated, backs off", Ending{Stage: StageReplay, Cause: CauseError, Err: watchtest.Expired(), Failures: 2, Trouble: 3 * time.Second},
 			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, PublishAfter: DefaultReplayGrace, State: replaying, Next: NextReplay, Wait: WaitBackoff}},
 		// clean closes
 		{"healthy close after a long session", Ending{Stage: StageStream, Cause: CauseClosed, Duration: 45 * time.Minute},

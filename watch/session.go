@@ -58,6 +58,11 @@ func (s *Stream) replay(ctx context.Context) result {
 	if s.State().Phase == PhaseStarting {
 		s.publish(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the stream is listing the collection for the first time"})
 	}
+	// The grace of a deferred Replaying counts from the first replay that
+	// follows it, not from the verdict: a backoff before it is no replay.
+	if s.deferred != nil && s.deferredAt.IsZero() {
+		s.deferredAt = s.clock.Now().Add(s.deferAfter)
+	}
 	if !s.watchListUnsup {
 		w, err := s.lw.WatchWithContext(ctx, metav1.ListOptions{
 			SendInitialEvents:    ptr.To(true),

@@ -174,9 +174,11 @@ type Stream struct {
 	// Owned by the goroutine in Run.
 	backoff        backoff.Backoff
 	watchListUnsup bool
-	// deferred is a state to publish if the replay under way has not
-	// delivered its snapshot by deferredAt (see Verdict.PublishAfter).
+	// deferred is a state to publish if the next replay has not delivered
+	// its snapshot deferAfter after it started (see Verdict.PublishAfter);
+	// deferredAt is set when that replay starts.
 	deferred   *State
+	deferAfter time.Duration
 	deferredAt time.Time
 
 	mu     sync.Mutex
@@ -282,7 +284,7 @@ func (s *Stream) Run(ctx context.Context) error {
 		case v.Publish && v.PublishAfter > 0:
 			if s.deferred == nil {
 				st := v.State
-				s.deferred, s.deferredAt = &st, now.Add(v.PublishAfter)
+				s.deferred, s.deferAfter, s.deferredAt = &st, v.PublishAfter, time.Time{}
 			}
 		case v.Publish:
 			s.deferred = nil
@@ -392,7 +394,7 @@ func sameState(a, b State) bool {
 
 // publishDeferred publishes the deferred state if its time has come.
 func (s *Stream) publishDeferred() {
-	if s.deferred != nil && !s.clock.Now().Before(s.deferredAt) {
+	if s.deferred != nil && !s.deferredAt.IsZero() && !s.clock.Now().Before(s.deferredAt) {
 		st := *s.deferred
 		s.deferred = nil
 		s.publish(st)
