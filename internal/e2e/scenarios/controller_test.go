@@ -1,0 +1,318 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	wgevents "github.com/watchgrade/watchgrade/events"
+	wgmetrics "github.com/watchgrade/watchgrade/metrics"
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+)
+
+// ownerController is the smallest controller a user would write with the
+// library: an accumulator of stream states, a status write of the kstatus
+// trio on one owner Widget whenever its verdict changes, an Event on every
+// Ready transition, and metrics.
+type ownerController struct {
+	t       *testing.T
+	client  dynamic.Interface
+	key     types.NamespacedName
+	acc     *wgreadiness.Accumulator
+	events  *countingRecorder
+	rec     *wgevents.Recorder
+	metrics *wgmetrics.WatchMetrics
+	reg     *prometheus.Registry
+
+	requeue chan struct{}
+	done    chan struct{}
+
+	mu sync.Mutex
+	// verdicts holds Ready's status as the accumulator decided it, at
+	// every OnChange callback: not sampled.
+	verdicts     []metav1.ConditionStatus
+	writes       int
+	failedWrites int
+}
+
+// startOwner creates the owner Widget called name and runs its controller
+// until the test ends. The owner depends on the named streams.
+func startOwner(t *testing.T, cfg dynamic.Interface, kube kubernetes.Interface, name string, streams ...string) *ownerController {
+	t.Helper()
+	ctx := t.Context()
+	owner := object(widgetsGVR, name, 0)
+	if _, err := cfg.Resource(widgetsGVR).Namespace(ns).Create(ctx, owner, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create owner: %v", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(context.Background()))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(ns)})
+	t.Cleanup(broadcaster.Shutdown)
+	counting := &countingRecorder{next: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "watchgrade-e2e"})}
+
+	reg := prometheus.NewRegistry()
+	wm, err := wgmetrics.NewWatchMetrics(reg, wgmetrics.WatchOptions{})
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	c := &ownerController{
+		t: t, client: cfg, key: types.NamespacedName{Namespace: ns, Name: name},
+		events: counting, rec: wgevents.NewRecorder(counting), metrics: wm, reg: reg,
+		requeue: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	c.acc = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{OnChange: c.onChange})
+	c.acc.Track(c.key, streams...)
+	go c.run()
+	t.Cleanup(func() { close(c.done) })
+	return c
+}
+
+// observer is what every stream of the owner reports to.
+func (c *ownerController) observer() wgwatch.Observer { return wgwatch.Observers(c.acc, c.metrics) }
+
+func (c *ownerController) onChange(key types.NamespacedName) {
+	if key != c.key {
+		return
+	}
+	gates := c.acc.Gates(key)
+	c.mu.Lock()
+	var existing []metav1.Condition
+	if n := len(c.verdicts); n > 0 {
+		existing = []metav1.Condition{{Type: wgreadiness.ConditionReady, Status: c.verdicts[n-1]}}
+	}
+	ready := meta.FindStatusCondition(wgreadiness.Rollup(gates, existing, 1, wgreadiness.Options{}), wgreadiness.ConditionReady)
+	c.verdicts = append(c.verdicts, ready.Status)
+	c.mu.Unlock()
+	select {
+	case c.requeue <- struct{}{}:
+	default:
+	}
+}
+
+func (c *ownerController) run() {
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.requeue:
+			if err := c.reconcile(context.Background()); err != nil {
+				// Requeue with a delay, as a workqueue's rate limiter would
+				// (the apiserver may be down for a while).
+				c.mu.Lock()
+				c.failedWrites++
+				c.mu.Unlock()
+				time.AfterFunc(500*time.Millisecond, func() {
+					select {
+					case c.requeue <- struct{}{}:
+					default:
+					}
+				})
+			}
+		}
+	}
+}
+
+// reconcile writes the owner's trio and status.observedGeneration in one
+// status update, and records an Event only after that write succeeded.
+func (c *ownerController) reconcile(ctx context.Context) error {
+	r := c.client.Resource(widgetsGVR).Namespace(ns)
+	obj, err := r.Get(ctx, c.key.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	before, err := conditionsOf(obj)
+	if err != nil {
+		return err
+	}
+	after := append([]metav1.Condition(nil), before...)
+	if !c.acc.Apply(c.key, &after, obj.GetGeneration(), time.Now()) {
+		return nil
+	}
+	if err := setConditions(obj, after); err != nil {
+		return err
+	}
+	updated, err := r.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	c.rec.Record(updated, before, after)
+	return nil
+}
+
+// kstatus reads the owner back from the API server and computes its status
+// with kstatus.
+func (c *ownerController) kstatus(ctx context.Context) (status.Status, *unstructured.Unstructured, error) {
+	obj, err := c.client.Resource(widgetsGVR).Namespace(ns).Get(ctx, c.key.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", nil, err
+	}
+	res, err := status.Compute(obj)
+	if err != nil {
+		return "", obj, err
+	}
+	return res.Status, obj, nil
+}
+
+// waitKstatus waits until the owner, read back from the API server, has
+// the wanted kstatus.
+func (c *ownerController) waitKstatus(t *testing.T, timeout time.Duration, want status.Status) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got, obj, err := c.kstatus(t.Context())
+		// Until the controller's first write the owner has no conditions,
+		// which kstatus also calls Current: wait for Ready to be there.
+		var written bool
+		if err == nil {
+			conds, _ := conditionsOf(obj)
+			written = meta.FindStatusCondition(conds, wgreadiness.ConditionReady) != nil
+			og, _, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
+			if written && og != obj.GetGeneration() {
+				t.Fatalf("status.observedGeneration = %d with conditions written, want %d: the controller writes both in one update", og, obj.GetGeneration())
+			}
+		}
+		if written && got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("owner kstatus = %q (err %v), want %q after %v", got, err, want, timeout)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the API server: there is nothing to subscribe to here
+	}
+}
+
+// readyLeftTrue reports whether the accumulator's verdict ever went from
+// True to anything else.
+func (c *ownerController) readyLeftTrue() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	was := false
+	for _, v := range c.verdicts {
+		if was && v != metav1.ConditionTrue {
+			return true
+		}
+		was = was || v == metav1.ConditionTrue
+	}
+	return false
+}
+
+// sessions reads watchgrade_watch_sessions_ended_total for a resource and
+// outcome from the controller's registry.
+func (c *ownerController) sessions(resource, outcome string) float64 {
+	families, err := c.reg.Gather()
+	if err != nil {
+		c.t.Fatalf("gather: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != "watchgrade_watch_sessions_ended_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels[wgmetrics.LabelResource] == resource && labels[wgmetrics.LabelOutcome] == outcome {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// lint checks the registry with Prometheus' own linter.
+func (c *ownerController) lint(t *testing.T) {
+	t.Helper()
+	problems, err := testutil.GatherAndLint(c.reg)
+	if err != nil || len(problems) > 0 {
+		t.Errorf("metrics lint: %v %v", problems, err)
+	}
+}
+
+func conditionsOf(obj *unstructured.Unstructured) ([]metav1.Condition, error) {
+	raw, found, err := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	if err != nil || !found {
+		return nil, err
+	}
+	out := make([]metav1.Condition, 0, len(raw))
+	for _, r := range raw {
+		m, ok := r.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("condition %v is not an object", r)
+		}
+		var cond metav1.Condition
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &cond); err != nil {
+			return nil, err
+		}
+		out = append(out, cond)
+	}
+	return out, nil
+}
+
+func setConditions(obj *unstructured.Unstructured, conds []metav1.Condition) error {
+	raw := make([]any, 0, len(conds))
+	for i := range conds {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&conds[i])
+		if err != nil {
+			return err
+		}
+		raw = append(raw, m)
+	}
+	if err := unstructured.SetNestedSlice(obj.Object, raw, "status", "conditions"); err != nil {
+		return err
+	}
+	return unstructured.SetNestedField(obj.Object, obj.GetGeneration(), "status", "observedGeneration")
+}
+
+// countingRecorder counts the Events the library asks for, by type, and
+// passes them on to a real recorder that writes them to the API server.
+type countingRecorder struct {
+	next record.EventRecorder
+
+	mu     sync.Mutex
+	byType map[string]int
+	log    []string
+}
+
+func (r *countingRecorder) Event(obj runtime.Object, eventtype, reason, message string) {
+	r.mu.Lock()
+	if r.byType == nil {
+		r.byType = map[string]int{}
+	}
+	r.byType[eventtype]++
+	r.log = append(r.log, eventtype+"/"+reason)
+	r.mu.Unlock()
+	r.next.Event(obj, eventtype, reason, message)
+}
+
+func (r *countingRecorder) count(eventtype string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byType[eventtype]
+}
+
+func (r *countingRecorder) logCopy() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.log...)
+}

@@ -1,0 +1,178 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/watchgrade/watchgrade/internal/e2e/harness"
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+)
+
+// Scenario 3: with the watch cache on, an apiserver restart (a second
+// apiserver on the same etcd, behind the proxy) leaves a cursor from
+// before the restart older than anything the new watch cache holds. The
+// stream grades it expired and replays; deletes during the gap are absent
+// from the snapshot.
+func TestExpiryAfterAPIServerRestart(t *testing.T) {
+	c := harness.Start(t, harness.Options{})
+	ctx := t.Context()
+	client := dynamic.NewForConfigOrDie(c.Config())
+	w := &writer{client: dynamic.NewForConfigOrDie(c.DirectConfig()), gvr: configmapsGVR, prefix: "restart"}
+	for range 4 {
+		if err := w.step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := newProbe()
+	s, stop := startStream(t, client, configmapsGVR, p, wgwatch.StreamOptions{})
+	p.waitFor(t, 30*time.Second, "Streaming", func() bool { return p.state().Phase == wgwatch.PhaseStreaming })
+	stop()
+	cursor := s.Cursor()
+	for range 3 {
+		if err := w.step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Compact(ctx); err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	c.RestartAPIServer()
+
+	p2 := newProbe()
+	resumed, err := wgwatch.NewStream(listWatchFor(client, configmapsGVR, ns), p2, wgwatch.StreamOptions{
+		Resource: configmapsGVR.GroupResource(), Observer: p2, Cursor: cursor,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- resumed.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	p2.waitFor(t, 60*time.Second, "a snapshot after the restart", func() bool {
+		p2.mu.Lock()
+		defer p2.mu.Unlock()
+		return len(p2.snapshots) > 0 && p2.states[len(p2.states)-1].Phase == wgwatch.PhaseStreaming
+	})
+	if diff := cmp.Diff(sortedSet(w.live()), sortedKeys(p2.viewCopy())); diff != "" {
+		t.Errorf("snapshot after the restart differs from what exists (-want +got):\n%s", diff)
+	}
+	if got := p2.outcomes()[wgwatch.OutcomeExpired]; got < 1 {
+		t.Errorf("%d expired endings, want at least 1", got)
+	}
+	if _, human := p2.blocked(); human {
+		t.Errorf("needs a human after a restart: %v", p2.stateLog())
+	}
+	fmt.Printf("e2e: expiry-after-restart cursor=%s expired=%d error=%d snapshot_objects=%d states=%v\n",
+		cursor, p2.outcomes()[wgwatch.OutcomeExpired], p2.outcomes()[wgwatch.OutcomeError], len(p2.viewCopy()), p2.stateLog())
+}
+
+// Scenario 4: an apiserver outage. Shorter than the transient grace, it
+// publishes nothing and Ready stays True; longer, the owner is Reconciling
+// (never Stalled, no Warning) until the apiserver is back. Nothing written
+// before or after is lost.
+func TestAPIServerOutage(t *testing.T) {
+	c := harness.Start(t, harness.Options{})
+	ctx := t.Context()
+	if err := c.InstallCRD(ctx, widgetCRD()); err != nil {
+		t.Fatalf("install CRD: %v", err)
+	}
+	client := dynamic.NewForConfigOrDie(c.Config())
+	for _, tt := range []struct {
+		name     string
+		down     time.Duration
+		wantKeep bool // Ready stays True throughout
+	}{
+		{"short", 5 * time.Second, true},
+		{"long", wgwatch.DefaultTransientGrace + 15*time.Second, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctl := startOwner(t, client, kubernetes.NewForConfigOrDie(c.Config()), "outage-"+tt.name, configmapsGVR.GroupResource().String())
+			p := newProbe()
+			startStream(t, client, configmapsGVR, p, wgwatch.StreamOptions{Observer: ctl.observer(), Name: configmapsGVR.GroupResource().String()})
+			p.waitFor(t, 30*time.Second, "Streaming", func() bool { return p.state().Phase == wgwatch.PhaseStreaming })
+			ctl.waitKstatus(t, 30*time.Second, status.CurrentStatus)
+			w := &writer{client: client, gvr: configmapsGVR, prefix: "outage-" + tt.name}
+			for range 3 {
+				if err := w.step(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.waitFor(t, 30*time.Second, "the writes before the outage", func() bool { return seenRV(p, w.lastRV()) })
+
+			c.StopAPIServer()
+			stopped := time.Now()
+			if !tt.wantKeep {
+				// The object cannot be written while the apiserver is
+				// down: check the verdict the controller would write.
+				p.waitFor(t, tt.down+30*time.Second, "Blocked, transient", func() bool {
+					s := p.state()
+					return s.Phase == wgwatch.PhaseBlocked && !s.NeedsHuman
+				})
+				conds := wgreadiness.Rollup(ctl.acc.Gates(ctl.key), []metav1.Condition{{Type: wgreadiness.ConditionReady, Status: metav1.ConditionTrue}}, 1, wgreadiness.Options{})
+				if c := meta.FindStatusCondition(conds, wgreadiness.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue {
+					t.Errorf("verdict during a long outage %+v, want Reconciling=True", conds)
+				}
+				if meta.FindStatusCondition(conds, wgreadiness.ConditionStalled) != nil {
+					t.Errorf("verdict during a long outage %+v, want no Stalled", conds)
+				}
+			}
+			time.Sleep(max(tt.down-time.Since(stopped), 0)) // the outage itself: the time is the point
+			c.StartAPIServer()
+
+			p.waitFor(t, 120*time.Second, "Streaming again", func() bool { return p.state().Phase == wgwatch.PhaseStreaming })
+			for range 3 {
+				if err := w.step(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.waitFor(t, 60*time.Second, "the writes after the outage", func() bool { return seenRV(p, w.lastRV()) })
+			ctl.waitKstatus(t, 60*time.Second, status.CurrentStatus)
+
+			if diff := cmp.Diff(sortedSet(w.live()), withPrefix(p.viewCopy(), w.prefix)); diff != "" {
+				t.Errorf("view after the outage differs from what exists (-want +got):\n%s", diff)
+			}
+			_, human := p.blocked()
+			if human {
+				t.Errorf("needs a human after a %v outage: %v", tt.down, p.stateLog())
+			}
+			if n := ctl.events.count(corev1.EventTypeWarning); n != 0 {
+				t.Errorf("%d Warning events for an outage, want 0: %v", n, ctl.events.logCopy())
+			}
+			if tt.wantKeep && ctl.readyLeftTrue() {
+				t.Errorf("Ready left True during a %v outage: states %v", tt.down, p.stateLog())
+			}
+			o := p.outcomes()
+			fmt.Printf("e2e: outage-%s down=%.0fs closed=%d error=%d expired=%d ready_left_true=%v warnings=%d states=%v\n",
+				tt.name, tt.down.Seconds(), o[wgwatch.OutcomeClosed], o[wgwatch.OutcomeError], o[wgwatch.OutcomeExpired],
+				ctl.readyLeftTrue(), ctl.events.count(corev1.EventTypeWarning), p.stateLog())
+		})
+	}
+}
+
+// seenRV reports whether the consumer has seen resourceVersion rv, as an
+// event or in its view (a replay delivers writes in its snapshot).
+func seenRV(p *probe, rv string) bool {
+	for _, ev := range p.eventsCopy() {
+		if ev.RV == rv {
+			return true
+		}
+	}
+	for _, v := range p.viewCopy() {
+		if v == rv {
+			return true
+		}
+	}
+	return false
+}
