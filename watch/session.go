@@ -55,7 +55,9 @@ func (s *Stream) resume(ctx context.Context, cursor string) result {
 // replay rebuilds the consumer's view: a watch-list where the server
 // supports it, otherwise LIST then WATCH.
 func (s *Stream) replay(ctx context.Context) result {
-	if s.State().Phase == PhaseStarting {
+	if s.State().Phase == PhaseStarting && s.deferred == nil {
+		// Started without a cursor. (One started from a cursor that
+		// expired has a deferred Replaying of its own.)
 		s.publish(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the stream is listing the collection for the first time"})
 	}
 	// The grace of a deferred Replaying counts from the first replay that

@@ -296,6 +296,31 @@ func TestStreamExpiryReplaysAndSnapshotOmitsDeletes(t *testing.T) {
 	}
 }
 
+// A stream started from a cursor that has expired replays quietly: it is
+// not an initial sync, and a replay within ReplayGrace is not news.
+func TestStreamStartingFromExpiredCursor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lw := watchtest.New(
+			watchtest.Session{OpenErr: watchtest.Expired()},
+			watchtest.Session{Hang: true, Events: []apiwatch.Event{watchtest.Added(cm("a", "7")), watchtest.InitialEventsEnd("8")}},
+		)
+		rec := &recorder{}
+		stop := run(t, newTestStream(t, lw, rec, StreamOptions{Cursor: "5"}))
+		settle()
+		stop()
+		var got []string
+		for _, st := range rec.states {
+			got = append(got, fmt.Sprintf("%s/%s", st.Phase, st.Reason))
+		}
+		if diff := cmp.Diff([]string{"Starting/Starting", "Streaming/Watching"}, got); diff != "" {
+			t.Errorf("states mismatch (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"watch from 5", "watch-list"}, watchCalls(lw)); diff != "" {
+			t.Errorf("calls mismatch (-want +got):\n%s", diff)
+		}
+	})
+}
+
 // A replay after an expiry that outlasts ReplayGrace is published as
 // Replaying, at the grace, and ends in Streaming.
 func TestStreamSlowReplayAfterExpiryPublishesReplaying(t *testing.T) {
