@@ -55,16 +55,12 @@ func (s *Stream) resume(ctx context.Context, cursor string) result {
 // replay rebuilds the consumer's view: a watch-list where the server
 // supports it, otherwise LIST then WATCH.
 func (s *Stream) replay(ctx context.Context) result {
-	if s.State().Phase == PhaseStarting && s.deferred == nil {
+	if s.State().Phase == PhaseStarting && !s.hasDeferred() {
 		// Started without a cursor. (One started from a cursor that
 		// expired has a deferred Replaying of its own.)
 		s.publish(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the stream is listing the collection for the first time"})
 	}
-	// The grace of a deferred Replaying counts from the first replay that
-	// follows it, not from the verdict: a backoff before it is no replay.
-	if s.deferred != nil && s.deferredAt.IsZero() {
-		s.deferredAt = s.clock.Now().Add(s.deferAfter)
-	}
+	s.armDeferred()
 	if !s.watchListUnsup {
 		w, err := s.lw.WatchWithContext(ctx, metav1.ListOptions{
 			SendInitialEvents:    ptr.To(true),
@@ -92,6 +88,12 @@ func (s *Stream) replay(ctx context.Context) result {
 	return s.listThenWatch(ctx)
 }
 
+func (s *Stream) hasDeferred() bool {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	return s.deferred != nil
+}
+
 // refusesWatchList reports whether err is a server's refusal of the
 // watch-list parameters (feature off, an aggregated API that rejects them).
 func refusesWatchList(err error) bool {
@@ -105,9 +107,6 @@ func (s *Stream) listThenWatch(ctx context.Context) result {
 	})
 	p.PageSize = s.opts.ListPageSize
 	list, _, err := p.List(ctx, metav1.ListOptions{})
-	// A LIST cannot be interrupted to publish: if it outlasted the grace,
-	// say so now, before the snapshot.
-	s.publishDeferred()
 	if err != nil {
 		return result{stage: StageList, cause: CauseError, err: err}
 	}
@@ -170,14 +169,7 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 		defer t.Stop()
 		healthy = t.C()
 	}
-	// A replay after an expiry publishes Replaying only if it outlasts the
-	// grace.
-	var grace <-chan time.Time
-	if buf != nil && s.deferred != nil {
-		t := s.clock.NewTimer(max(s.deferredAt.Sub(s.clock.Now()), 0))
-		defer t.Stop()
-		grace = t.C()
-	}
+
 	events := 0
 	// Only this goroutine publishes states, so once this session has
 	// published Streaming the phase stays Streaming until it returns.
@@ -186,7 +178,7 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 	for {
 		var ev apiwatch.Event
 		var ok, got bool
-		if deadline == nil && healthy == nil && grace == nil {
+		if deadline == nil && healthy == nil {
 			// Steady state: take a ready event without the cost of a
 			// multi-way select, after a cheap check that the owner is
 			// not done.
@@ -212,10 +204,7 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 				s.publishStreaming()
 				streaming = true
 				continue
-			case <-grace:
-				grace = nil
-				s.publishDeferred()
-				continue
+
 			case ev, ok = <-results:
 			}
 		}
@@ -250,7 +239,7 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 					return result{stage: stage, cause: CauseHandler, err: err, events: events}
 				}
 				s.setCursor(rv)
-				buf, deadline, grace, stage = nil, nil, nil, StageStream
+				buf, deadline, stage = nil, nil, StageStream
 			} else {
 				// A bookmark inside a replay says nothing about the
 				// snapshot; the cursor waits for the end.

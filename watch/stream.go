@@ -174,12 +174,21 @@ type Stream struct {
 	// Owned by the goroutine in Run.
 	backoff        backoff.Backoff
 	watchListUnsup bool
+	// stopDeferred is closed when Run returns, ending a deferred timer.
+	stopDeferred chan struct{}
+	timers       sync.WaitGroup
+
+	// pubMu serialises publications: a deferred state fires from a timer
+	// goroutine, and must never land after the Streaming that cancels it.
+	pubMu sync.Mutex
 	// deferred is a state to publish if the next replay has not delivered
-	// its snapshot deferAfter after it started (see Verdict.PublishAfter);
-	// deferredAt is set when that replay starts.
+	// its snapshot deferAfter after it started (see Verdict.PublishAfter).
+	// armed is set when that replay starts its timer; deferGen cancels a
+	// timer that has been overtaken.
 	deferred   *State
 	deferAfter time.Duration
-	deferredAt time.Time
+	armed      bool
+	deferGen   uint64
 
 	mu     sync.Mutex
 	cursor string
@@ -236,8 +245,10 @@ func (s *Stream) State() State {
 
 // Run runs the stream on the calling goroutine until ctx is done, then
 // returns nil. Ending the stream is routine: it reports the last session as
-// OutcomeTeardown and publishes nothing. Run starts no goroutine of its own
-// (the ListerWatcher's watch may). It returns ErrAlreadyRunning if the
+// OutcomeTeardown and publishes nothing. Run starts one goroutine of its own
+// only while the replay after an expiry is under way (the timer of
+// Policy.ReplayGrace); it has ended when Run returns. The ListerWatcher's
+// watch may start its own. It returns ErrAlreadyRunning if the
 // stream is already running; once it has returned it may be called again,
 // resuming from the cursor.
 func (s *Stream) Run(ctx context.Context) error {
@@ -245,6 +256,12 @@ func (s *Stream) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer s.running.Store(false)
+	s.stopDeferred = make(chan struct{})
+	defer func() {
+		s.cancelDeferred()
+		close(s.stopDeferred)
+		s.timers.Wait()
+	}()
 
 	s.publish(State{Phase: PhaseStarting, Reason: ReasonStarting, Message: "the stream has not opened a session yet"})
 	var hist history
@@ -282,12 +299,8 @@ func (s *Stream) Run(ctx context.Context) error {
 		}
 		switch {
 		case v.Publish && v.PublishAfter > 0:
-			if s.deferred == nil {
-				st := v.State
-				s.deferred, s.deferAfter, s.deferredAt = &st, v.PublishAfter, time.Time{}
-			}
+			s.deferPublish(v.State, v.PublishAfter)
 		case v.Publish:
-			s.deferred = nil
 			s.publish(v.State)
 		}
 		if v.Next == NextReplay {
@@ -374,8 +387,16 @@ func (s *Stream) stamp(st State) State {
 
 // publish makes st the current state and tells the observer, unless it
 // differs from what observers last heard only in its message (then nothing
-// changes, so State and observers agree).
+// changes, so State and observers agree). It cancels a deferred state.
 func (s *Stream) publish(st State) {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	s.deferred, s.armed = nil, false
+	s.deferGen++
+	s.publishLocked(st)
+}
+
+func (s *Stream) publishLocked(st State) {
 	st = s.stamp(st)
 	s.mu.Lock()
 	if s.announced && sameState(s.state, st) {
@@ -387,23 +408,62 @@ func (s *Stream) publish(st State) {
 	s.opts.Observer.StateChanged(st)
 }
 
+// deferPublish keeps st to publish if the next replay outlasts after,
+// unless a state is already deferred (the first one's grace counts).
+func (s *Stream) deferPublish(st State, after time.Duration) {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	if s.deferred == nil {
+		s.deferred, s.deferAfter, s.armed = &st, after, false
+	}
+}
+
+// armDeferred starts the grace of a deferred state when the replay it
+// waits for starts: a backoff before that replay is no part of it. The
+// timer fires even while a List, an open or the handler blocks.
+func (s *Stream) armDeferred() {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	if s.deferred == nil || s.armed {
+		return
+	}
+	s.armed = true
+	gen := s.deferGen
+	t := s.clock.NewTimer(s.deferAfter)
+	s.timers.Add(1)
+	go func() {
+		defer s.timers.Done()
+		defer t.Stop()
+		select {
+		case <-t.C():
+			s.pubMu.Lock()
+			defer s.pubMu.Unlock()
+			if s.deferGen == gen && s.deferred != nil {
+				st := *s.deferred
+				s.deferred, s.armed = nil, false
+				s.publishLocked(st)
+			}
+		case <-s.stopDeferred:
+		}
+	}()
+}
+
+// cancelDeferred drops a deferred state and its timer.
+func (s *Stream) cancelDeferred() {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	s.deferred, s.armed = nil, false
+	s.deferGen++
+}
+
 // sameState reports whether a and b agree in everything but the message.
 func sameState(a, b State) bool {
 	return a.Phase == b.Phase && a.Reason == b.Reason && a.NeedsHuman == b.NeedsHuman
 }
 
-// publishDeferred publishes the deferred state if its time has come.
-func (s *Stream) publishDeferred() {
-	if s.deferred != nil && !s.deferredAt.IsZero() && !s.clock.Now().Before(s.deferredAt) {
-		st := *s.deferred
-		s.deferred = nil
-		s.publish(st)
-	}
-}
-
 func (s *Stream) publishStreaming() {
-	s.deferred = nil
 	if s.State().Phase == PhaseStreaming {
+		s.cancelDeferred()
 		return
 	}
 	s.publish(State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the stream is delivering live events"})

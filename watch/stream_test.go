@@ -296,6 +296,36 @@ func TestStreamExpiryReplaysAndSnapshotOmitsDeletes(t *testing.T) {
 	}
 }
 
+// The grace of an expiry's replay runs even while the handler takes its
+// time over the snapshot: the consumer's view is not whole until it returns.
+func TestStreamReplayGraceCoversSlowSnapshotHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lw := watchtest.New(
+			watchtest.Session{Events: []apiwatch.Event{watchtest.Bookmark("4"), watchtest.ErrorEvent(watchtest.Expired())}},
+			watchtest.Session{Hang: true, Events: []apiwatch.Event{watchtest.Added(cm("a", "7")), watchtest.InitialEventsEnd("8")}},
+		)
+		var states []string
+		start := time.Now()
+		obs := ObserverFuncs{StateChangedFunc: func(st State) {
+			states = append(states, fmt.Sprintf("%v %s/%s", time.Since(start), st.Phase, st.Reason))
+		}}
+		s, err := NewStream(lw, HandlerFuncs{SnapshotFunc: func(context.Context, Snapshot) error {
+			time.Sleep(15 * time.Second) // a slow store
+			return nil
+		}}, StreamOptions{Resource: configmaps, Cursor: "3", Observer: obs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := run(t, s)
+		settle()
+		stop()
+		want := []string{"0s Starting/Starting", "0s Streaming/Watching", "10s Replaying/ExpiredResourceVersion", "15s Streaming/Watching"}
+		if diff := cmp.Diff(want, states); diff != "" {
+			t.Errorf("states mismatch (-want +got):\n%s", diff)
+		}
+	})
+}
+
 // A stream started from a cursor that has expired replays quietly: it is
 // not an initial sync, and a replay within ReplayGrace is not news.
 func TestStreamStartingFromExpiredCursor(t *testing.T) {

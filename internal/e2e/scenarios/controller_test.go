@@ -174,8 +174,8 @@ func (c *ownerController) kstatus(ctx context.Context) (status.Status, *unstruct
 }
 
 // waitKstatus waits until the owner, read back from the API server, has
-// the wanted kstatus.
-func (c *ownerController) waitKstatus(t *testing.T, timeout time.Duration, want status.Status) {
+// the wanted kstatus (and, if given, Ready's reason).
+func (c *ownerController) waitKstatus(t *testing.T, timeout time.Duration, want status.Status, readyReason ...string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -185,7 +185,8 @@ func (c *ownerController) waitKstatus(t *testing.T, timeout time.Duration, want 
 		var written bool
 		if err == nil {
 			conds, _ := conditionsOf(obj)
-			written = meta.FindStatusCondition(conds, wgreadiness.ConditionReady) != nil
+			ready := meta.FindStatusCondition(conds, wgreadiness.ConditionReady)
+			written = ready != nil && (len(readyReason) == 0 || ready.Reason == readyReason[0])
 			og, _, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
 			if written && og != obj.GetGeneration() {
 				t.Fatalf("status.observedGeneration = %d with conditions written, want %d: the controller writes both in one update", og, obj.GetGeneration())
@@ -219,25 +220,12 @@ func (c *ownerController) readyLeftTrue() bool {
 // sessions reads watchgrade_watch_sessions_ended_total for a resource and
 // outcome from the controller's registry.
 func (c *ownerController) sessions(resource, outcome string) float64 {
-	families, err := c.reg.Gather()
-	if err != nil {
-		c.t.Fatalf("gather: %v", err)
+	var v float64
+	for _, m := range series(c.t, c.reg, "watchgrade_watch_sessions_ended_total",
+		map[string]string{wgmetrics.LabelResource: resource, wgmetrics.LabelOutcome: outcome}) {
+		v += m.GetCounter().GetValue()
 	}
-	for _, f := range families {
-		if f.GetName() != "watchgrade_watch_sessions_ended_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels[wgmetrics.LabelResource] == resource && labels[wgmetrics.LabelOutcome] == outcome {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return v
 }
 
 // lint checks the registry with Prometheus' own linter.

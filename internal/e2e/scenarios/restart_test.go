@@ -95,7 +95,7 @@ func TestAPIServerOutage(t *testing.T) {
 		wantKeep bool // Ready stays True throughout
 	}{
 		{"short", 5 * time.Second, true},
-		{"long", wgwatch.DefaultTransientGrace + 15*time.Second, false},
+		{"long", wgwatch.DefaultTransientGrace + 10*time.Second, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctl := startOwner(t, client, kubernetes.NewForConfigOrDie(c.Config()), "outage-"+tt.name, configmapsGVR.GroupResource().String())

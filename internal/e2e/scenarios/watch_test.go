@@ -202,9 +202,14 @@ func TestExpiryDeterministic(t *testing.T) {
 	}
 	go func() { done <- resumed.Run(runCtx) }()
 	defer func() { cancel(); <-done }()
-	// Scenario 11: while it replays, the owner is InProgress (Ready=False,
-	// Reconciling=True), never Failed.
-	ctl.waitKstatus(t, 30*time.Second, status.InProgressStatus)
+	// A replay that outlasts ReplayGrace is published as Replaying; then
+	// (scenario 11) the owner is InProgress (Ready=False, Reconciling=True)
+	// for that reason, never Failed.
+	p2.waitFor(t, 30*time.Second, "Replaying/ExpiredResourceVersion", func() bool {
+		s := p2.state()
+		return s.Phase == wgwatch.PhaseReplaying && s.Reason == wgwatch.ReasonExpiredResourceVersion
+	})
+	ctl.waitKstatus(t, 30*time.Second, status.InProgressStatus, string(wgwatch.ReasonExpiredResourceVersion))
 	close(p2.hold)
 	p2.waitFor(t, 30*time.Second, "a snapshot after the expiry", func() bool {
 		p2.mu.Lock()
@@ -261,7 +266,7 @@ func TestConnectionResets(t *testing.T) {
 			}
 		}
 	}()
-	end := time.Now().Add(20 * time.Second)
+	end := time.Now().Add(15 * time.Second)
 	for time.Now().Before(end) {
 		if err := w.step(ctx); err != nil {
 			t.Fatal(err)
@@ -324,7 +329,9 @@ func TestRBACDenial(t *testing.T) {
 		ctl := startOwner(t, adminDyn, admin, "late", "configmaps")
 		p := newProbe()
 		start := time.Now()
-		startStream(t, dynamic.NewForConfigOrDie(c.As("late")), configmapsGVR, p, wgwatch.StreamOptions{Observer: ctl.observer()})
+		// A 10 s backoff cap (the default is 60 s) keeps the wait for the
+		// retry after the fix short; the grace under test is unchanged.
+		startStream(t, dynamic.NewForConfigOrDie(c.As("late")), configmapsGVR, p, wgwatch.StreamOptions{Observer: ctl.observer(), MaxBackoff: 10 * time.Second})
 		p.waitFor(t, 90*time.Second, "Blocked Forbidden", func() bool {
 			s := p.state()
 			return s.Phase == wgwatch.PhaseBlocked && s.Reason == wgwatch.ReasonForbidden && s.NeedsHuman
@@ -381,7 +388,9 @@ func TestMissingCRD(t *testing.T) {
 	client := dynamic.NewForConfigOrDie(c.Config())
 	p := newProbe()
 	start := time.Now()
-	startStream(t, client, widgetsGVR, p, wgwatch.StreamOptions{})
+	// A 10 s backoff cap (the default is 60 s) keeps the wait for the retry
+	// after the CRD is installed short; the grace under test is unchanged.
+	startStream(t, client, widgetsGVR, p, wgwatch.StreamOptions{MaxBackoff: 10 * time.Second})
 	p.waitFor(t, 90*time.Second, "Blocked ResourceNotFound", func() bool {
 		s := p.state()
 		return s.Phase == wgwatch.PhaseBlocked && s.Reason == wgwatch.ReasonResourceNotFound && s.NeedsHuman
@@ -452,15 +461,15 @@ func TestHotFlap(t *testing.T) {
 	})
 	flappingAfter := time.Since(start)
 	// Let it run on: the open rate stays bounded by the backoff.
-	window := 30 * time.Second
+	window := 20 * time.Second
 	before := flap.Watches()
 	time.Sleep(window) // measuring a rate over a fixed window
 	opens := flap.Watches() - before
 	stop()
 	// Full-jitter waits grow to the 60 s cap: a loop without backoff would
-	// open thousands of times in 30 s.
-	if opens > 15 {
-		t.Errorf("%d watch opens in %v while flapping, want at most 15 (backoff)", opens, window)
+	// open thousands of times in 20 s.
+	if opens > 10 {
+		t.Errorf("%d watch opens in %v while flapping, want at most 10 (backoff)", opens, window)
 	}
 	if s := p.state(); s.NeedsHuman {
 		t.Errorf("Flapping needs a human after %v, want not before the progress deadline", time.Since(start))
@@ -479,50 +488,55 @@ func TestHotFlap(t *testing.T) {
 		flappingAfter.Seconds(), int(window.Seconds()), opens, flap.Watches(), closed, short)
 }
 
-// histogramCount returns how many observations of a histogram with the
-// given outcome label fell at or under le.
-func histogramCount(t *testing.T, reg *prometheus.Registry, name, outcome string, le float64) uint64 {
+// series returns the series of metric name in reg whose labels include
+// every pair of match.
+func series(t *testing.T, reg prometheus.Gatherer, name string, match map[string]string) []*dto.Metric {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out []*dto.Metric
 	for _, f := range families {
 		if f.GetName() != name {
 			continue
 		}
+	metrics:
 		for _, m := range f.GetMetric() {
-			if label(m.GetLabel(), wgmetrics.LabelOutcome) != outcome {
-				continue
-			}
-			for _, b := range m.GetHistogram().GetBucket() {
-				if b.GetUpperBound() == le {
-					return b.GetCumulativeCount()
+			for k, v := range match {
+				if label(m.GetLabel(), k) != v {
+					continue metrics
 				}
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// histogramCount returns how many observations of a histogram with the
+// given outcome label fell at or under le.
+func histogramCount(t *testing.T, reg prometheus.Gatherer, name, outcome string, le float64) uint64 {
+	t.Helper()
+	var n uint64
+	for _, m := range series(t, reg, name, map[string]string{wgmetrics.LabelOutcome: outcome}) {
+		for _, b := range m.GetHistogram().GetBucket() {
+			if b.GetUpperBound() == le {
+				n += b.GetCumulativeCount()
 			}
 		}
 	}
-	return 0
+	return n
 }
 
 // gaugeValue returns a gauge's value for the given phase label.
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name, phase string) float64 {
+func gaugeValue(t *testing.T, reg prometheus.Gatherer, name, phase string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	var v float64
+	for _, m := range series(t, reg, name, map[string]string{wgmetrics.LabelPhase: phase}) {
+		v += m.GetGauge().GetValue()
 	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if label(m.GetLabel(), wgmetrics.LabelPhase) == phase {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
+	return v
 }
 
 func label(pairs []*dto.LabelPair, name string) string {
