@@ -185,7 +185,9 @@ func runWriters(t *testing.T, ctx context.Context, d, interval time.Duration, ws
 func startStream(t *testing.T, client dynamic.Interface, gvr schema.GroupVersionResource, p *probe, opts wgwatch.StreamOptions) (*wgwatch.Stream, func()) {
 	t.Helper()
 	opts.Resource = gvr.GroupResource()
-	opts.Observer = wgwatch.Observers(p, opts.Observer)
+	// The probe hears last, so when a test sees a state there, every other
+	// observer (an accumulator, metrics) has it already.
+	opts.Observer = wgwatch.Observers(opts.Observer, p)
 	s, err := wgwatch.NewStream(listWatchFor(client, gvr, ns), p, opts)
 	if err != nil {
 		t.Fatalf("NewStream: %v", err)

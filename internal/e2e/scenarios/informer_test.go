@@ -117,7 +117,7 @@ func TestInformers(t *testing.T) {
 		client := dynamic.NewForConfigOrDie(c.Config())
 		ctl := startOwner(t, client, kubernetes.NewForConfigOrDie(c.Config()), "informed", configmapsGVR.GroupResource().String())
 		p := newProbe()
-		informer, ilw := runInformer(t, shortWatches(listWatchFor(client, configmapsGVR, ns)), wgwatch.Observers(p, ctl.observer()))
+		informer, ilw := runInformer(t, shortWatches(listWatchFor(client, configmapsGVR, ns)), wgwatch.Observers(ctl.observer(), p))
 		ctl.waitKstatus(t, 30*time.Second, status.CurrentStatus)
 		w := &writer{client: client, gvr: configmapsGVR, prefix: "inf"}
 		runWriters(t, ctx, 20*time.Second, 100*time.Millisecond, w)
@@ -191,7 +191,7 @@ func TestInformers(t *testing.T) {
 		ctl := startOwner(t, dynamic.NewForConfigOrDie(c.Config()), admin, "informed-rbac", configmapsGVR.GroupResource().String())
 		p := newProbe()
 		start := time.Now()
-		runInformer(t, listWatchFor(dynamic.NewForConfigOrDie(c.As("inf")), configmapsGVR, ns), wgwatch.Observers(p, ctl.observer()))
+		runInformer(t, listWatchFor(dynamic.NewForConfigOrDie(c.As("inf")), configmapsGVR, ns), wgwatch.Observers(ctl.observer(), p))
 		p.waitFor(t, 90*time.Second, "Blocked Forbidden", func() bool {
 			s := p.state()
 			return s.Phase == wgwatch.PhaseBlocked && s.Reason == wgwatch.ReasonForbidden && s.NeedsHuman

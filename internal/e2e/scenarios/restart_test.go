@@ -137,7 +137,9 @@ func TestAPIServerOutage(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			p.waitFor(t, 60*time.Second, "the writes after the outage", func() bool { return seenRV(p, w.lastRV()) })
+			p.waitFor(t, 60*time.Second, "the writes after the outage", func() bool {
+				return cmp.Equal(sortedSet(w.live()), withPrefix(p.viewCopy(), w.prefix)) && seenRV(p, w.lastRV())
+			})
 			ctl.waitKstatus(t, 60*time.Second, status.CurrentStatus)
 
 			if diff := cmp.Diff(sortedSet(w.live()), withPrefix(p.viewCopy(), w.prefix)); diff != "" {

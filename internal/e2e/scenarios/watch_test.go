@@ -195,7 +195,7 @@ func TestExpiryDeterministic(t *testing.T) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	resumed, err := wgwatch.NewStream(listWatchFor(client, configmapsGVR, ns), p2, wgwatch.StreamOptions{
-		Resource: configmapsGVR.GroupResource(), Observer: wgwatch.Observers(p2, ctl.observer()), Cursor: cursor,
+		Resource: configmapsGVR.GroupResource(), Observer: wgwatch.Observers(ctl.observer(), p2), Cursor: cursor,
 	})
 	if err != nil {
 		t.Fatal(err)
