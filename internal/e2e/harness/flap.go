@@ -7,7 +7,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync/atomic"
-	"testing"
 
 	"k8s.io/client-go/rest"
 )
@@ -23,7 +22,7 @@ type FlapServer struct {
 
 // NewFlapServer starts a FlapServer in front of c's apiserver; it stops
 // when t ends.
-func NewFlapServer(t testing.TB, c *Cluster) *FlapServer {
+func NewFlapServer(t TB, c *Cluster) *FlapServer {
 	t.Helper()
 	transport, err := rest.TransportFor(c.DirectConfig())
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -23,7 +22,6 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/storage/etcd3/testserver"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/rest"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
@@ -42,7 +40,7 @@ type Options struct {
 // Cluster is one etcd, one (replaceable) kube-apiserver, and a proxy in
 // front of the apiserver whose address never changes.
 type Cluster struct {
-	t         testing.TB
+	t         TB
 	opts      Options
 	etcd      *clientv3.Client
 	prefix    string
@@ -59,14 +57,14 @@ const adminToken = "watchgrade-e2e-admin"
 
 var prefixes atomic.Int64
 
-// Start starts etcd, a kube-apiserver and the proxy; all stop when t ends.
-func Start(t testing.TB, opts Options) *Cluster {
+// Start starts etcd, a kube-apiserver and the proxy; all stop when t's
+// cleanups run (at the end of a test, or at Program.Close).
+func Start(t TB, opts Options) *Cluster {
 	t.Helper()
-	etcd := testserver.RunEtcd(t, nil)
 	c := &Cluster{
 		t:         t,
 		opts:      opts,
-		etcd:      etcd.Client,
+		etcd:      startEtcd(t),
 		prefix:    fmt.Sprintf("/watchgrade-e2e-%d", prefixes.Add(1)),
 		tokenFile: filepath.Join(t.TempDir(), "tokens.csv"),
 	}
