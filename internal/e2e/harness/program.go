@@ -87,8 +87,8 @@ func (p *Program) Fatalf(format string, args ...any) {
 	p.Logf(format, args...)
 	p.FailNow()
 }
-func (p *Program) Helper()           {}
-func (p *Program) Log(args ...any)   { fmt.Fprintln(p.out, args...) }
+func (p *Program) Helper()         {}
+func (p *Program) Log(args ...any) { fmt.Fprintln(p.out, args...) }
 func (p *Program) Logf(format string, args ...any) {
 	fmt.Fprintf(p.out, format+"\n", args...)
 }
