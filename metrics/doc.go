@@ -78,10 +78,12 @@
 // replay_duration_seconds observes, per replay, the time from entering
 // Replaying to the next Streaming, on the injected clock, with bounds 0.05
 // to 600 s. A replay that passes through Blocked is one replay; a teardown
-// abandons it unobserved. Only replays the stream publishes are timed (the
-// initial sync, an expired cursor): the one replay a stream tries quietly
-// against a suspected stale cursor keeps it in Streaming and shows only as
-// a short closed session.
+// abandons it unobserved. Only replays the stream publishes are timed: the
+// initial sync, and a replay after an expired cursor that outlasts
+// watch.Policy.ReplayGrace (10 s; a quicker one publishes nothing and shows
+// only as an "expired" session ending), so this histogram shows the slow
+// replays. The one replay a stream tries quietly against a suspected stale
+// cursor keeps it in Streaming and shows only as a short closed session.
 //
 // open_failures_total counts the sessions that ended with outcome error or
 // expired before they delivered live events: in the LIST, the Watch call
