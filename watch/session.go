@@ -171,8 +171,9 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 	}
 
 	events := 0
-	// Only this goroutine publishes states, so once this session has
-	// published Streaming the phase stays Streaming until it returns.
+	// Once this session has published Streaming the phase stays Streaming
+	// until it returns: other states come only from Run's goroutine, and
+	// publishing Streaming cancels a deferred Replaying (see armDeferred).
 	streaming := false
 	done, results := ctx.Done(), w.ResultChan()
 	for {
@@ -204,7 +205,6 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 				s.publishStreaming()
 				streaming = true
 				continue
-
 			case ev, ok = <-results:
 			}
 		}

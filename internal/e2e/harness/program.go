@@ -59,6 +59,10 @@ func (p *Program) Close() {
 	}
 }
 
+// The methods below implement TB for a program: Log and Logf write to the
+// Program's writer, Error and Fail mark it failed, Fatal, FailNow and the
+// Skip family also stop the function given to Run, and Attr does nothing.
+
 func (p *Program) Attr(key, value string) {}
 func (p *Program) Chdir(dir string) {
 	if err := os.Chdir(dir); err != nil {
