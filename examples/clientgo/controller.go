@@ -1,0 +1,435 @@
+// Package clientgo is a WatchTarget controller written with plain client-go
+// and watchgrade: the wiring to copy into an operator that does not use
+// controller-runtime.
+//
+// For every WatchTarget it runs one graded stream per named resource
+// ([wgwatch.Stream], shared by the targets of a namespace that name the same
+// resource), keeps an in-memory [Mirror] of each collection, and writes the
+// kstatus trio (Ready, Reconciling, Stalled) with status.observedGeneration
+// in one status update whenever the verdict changes. It records an Event only
+// on a transition (Warning only when a human must act) and exports the
+// watchgrade metrics on the registerer it is given.
+//
+// The pieces, in the order data flows:
+//
+//	stream ──State──▶ readiness.Accumulator ──OnChange(owner)──▶ workqueue
+//	   │                                                            │
+//	   └──SessionEnd──▶ metrics.WatchMetrics          reconcile: Get, Apply,
+//	                                                  UpdateStatus, Record
+//
+// The WatchTargets themselves are followed by a graded stream too, whose
+// handler starts and stops the resource streams.
+package clientgo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	wgevents "github.com/watchgrade/watchgrade/events"
+	"github.com/watchgrade/watchgrade/examples/watchtarget"
+	wgmetrics "github.com/watchgrade/watchgrade/metrics"
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+)
+
+// TargetsStream is the name of the stream that follows the WatchTargets.
+const TargetsStream = "watchtargets"
+
+// Options configure a [Controller].
+type Options struct {
+	// Config reaches the API server as the controller's own identity.
+	// Required.
+	Config *rest.Config
+	// Namespace limits the controller to the WatchTargets of one
+	// namespace; empty means every namespace.
+	Namespace string
+	// Registerer receives the watchgrade metrics. Nil means a private
+	// registry (nothing exported).
+	Registerer prometheus.Registerer
+	// Recorder records the Events; nil means a core/v1 event broadcaster
+	// writing to the API server as component "watchtarget-controller".
+	Recorder record.EventRecorder
+	// Policy grades watch endings; the zero value means watchgrade's
+	// defaults.
+	Policy wgwatch.Policy
+	// MaxBackoff caps each stream's wait between attempts; 0 means
+	// watchgrade's default (60s). A stream that needs a human retries every
+	// MaxBackoff/2 to MaxBackoff, so this also bounds how long a repair
+	// (a restored Role, an installed CRD) takes to show as Ready.
+	MaxBackoff time.Duration
+	// Observer, if set, also sees every stream's states and session endings
+	// (a log, or the demo's live output). It must not block.
+	Observer wgwatch.Observer
+	// Workers is the number of reconcile workers; 0 means 2.
+	Workers int
+}
+
+// Controller reconciles WatchTargets. Make one with [New] and call Run once.
+type Controller struct {
+	opts     Options
+	dynamic  dynamic.Interface
+	acc      *wgreadiness.Accumulator
+	metrics  *wgmetrics.WatchMetrics
+	observer wgwatch.Observer
+	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	events   *wgevents.Recorder
+
+	// broadcaster is set when the controller made its own recorder.
+	broadcaster record.EventBroadcaster
+
+	targets *Mirror
+
+	mu      sync.Mutex
+	ctx     context.Context // Run's context: resource streams run under it
+	owners  map[types.NamespacedName]struct{}
+	streams map[string]*followed
+}
+
+// followed is one running resource stream.
+type followed struct {
+	mirror *Mirror
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New checks opts and returns a controller ready to Run.
+func New(opts Options) (*Controller, error) {
+	if opts.Config == nil {
+		return nil, errors.New("clientgo: Options.Config is required")
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	dyn, err := dynamic.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("clientgo: %w", err)
+	}
+	wm, err := wgmetrics.NewWatchMetrics(opts.Registerer, wgmetrics.WatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("clientgo: %w", err)
+	}
+	wm.AddResource(watchtarget.Resource.GroupResource())
+	c := &Controller{
+		opts:    opts,
+		dynamic: dyn,
+		metrics: wm,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "watchtargets"}),
+		targets: NewMirror(),
+		owners:  map[types.NamespacedName]struct{}{},
+		streams: map[string]*followed{},
+	}
+	// The accumulator turns stream states into one verdict per WatchTarget
+	// and calls OnChange (never blocking the stream) when a verdict
+	// changes: that is what requeues the target.
+	c.acc = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{
+		OnChange: func(key types.NamespacedName) { c.queue.Add(key) },
+	})
+	c.observer = wgwatch.Observers(c.acc, c.metrics, opts.Observer)
+
+	recorder := opts.Recorder
+	if recorder == nil {
+		kube, err := kubernetes.NewForConfig(opts.Config)
+		if err != nil {
+			return nil, fmt.Errorf("clientgo: %w", err)
+		}
+		c.broadcaster = record.NewBroadcaster(record.WithContext(context.Background()))
+		c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+		recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "watchtarget-controller"})
+	}
+	// wgevents.Recorder records only on a Ready transition, and a Warning
+	// only when the object is Stalled: a human must act.
+	c.events = wgevents.NewRecorder(recorder)
+	return c, nil
+}
+
+// Run follows the WatchTargets and their resources until ctx ends, then
+// stops every stream and worker. It returns nil after a teardown.
+func (c *Controller) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if c.broadcaster != nil {
+		defer c.broadcaster.Shutdown()
+	}
+	c.mu.Lock()
+	if c.ctx != nil {
+		c.mu.Unlock()
+		return errors.New("clientgo: Run called twice")
+	}
+	c.ctx = ctx
+	c.mu.Unlock()
+
+	targets, err := wgwatch.NewStream(
+		listWatch(c.dynamic, watchtarget.Resource, c.opts.Namespace),
+		targetsHandler{c},
+		wgwatch.StreamOptions{
+			Resource:   watchtarget.Resource.GroupResource(),
+			Name:       TargetsStream,
+			Observer:   wgwatch.Observers(c.metrics, c.opts.Observer),
+			Policy:     c.opts.Policy,
+			MaxBackoff: c.opts.MaxBackoff,
+		})
+	if err != nil {
+		return fmt.Errorf("clientgo: %w", err)
+	}
+
+	var workers sync.WaitGroup
+	for range c.opts.Workers {
+		workers.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
+	}
+	err = targets.Run(ctx)
+	c.queue.ShutDown()
+	workers.Wait()
+	c.mu.Lock()
+	names := make([]string, 0, len(c.streams))
+	for name := range c.streams {
+		names = append(names, name)
+	}
+	for _, name := range names {
+		c.stopLocked(name)
+	}
+	c.mu.Unlock()
+	c.metrics.StreamStopped(TargetsStream)
+	return err
+}
+
+// Mirrored returns how many objects each resource stream's mirror holds,
+// by stream name.
+func (c *Controller) Mirrored() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.streams))
+	for name, f := range c.streams {
+		out[name] = f.mirror.Len()
+	}
+	return out
+}
+
+// targetsHandler keeps the WatchTarget mirror and, after every change,
+// brings the set of resource streams in line with it.
+type targetsHandler struct{ c *Controller }
+
+func (h targetsHandler) Snapshot(ctx context.Context, snap wgwatch.Snapshot) error {
+	if err := h.c.targets.Snapshot(ctx, snap); err != nil {
+		return err
+	}
+	h.c.sync(ctx)
+	return nil
+}
+
+func (h targetsHandler) Event(ctx context.Context, ev apiwatch.Event) error {
+	if err := h.c.targets.Event(ctx, ev); err != nil {
+		return err
+	}
+	h.c.sync(ctx)
+	return nil
+}
+
+// sync tracks every WatchTarget's streams in the accumulator, starts the
+// streams some target needs, stops the ones none needs, forgets deleted
+// targets, and requeues every target.
+func (c *Controller) sync(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	wanted := map[string]schema.GroupVersionResource{}
+	namespaceOf := map[string]string{}
+	seen := map[types.NamespacedName]struct{}{}
+	for _, obj := range c.targets.list() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		t, err := watchtarget.FromUnstructured(u)
+		if err != nil {
+			// The CRD's schema makes this unlikely; without a spec there is
+			// nothing to follow.
+			logger.Error(err, "WatchTarget cannot be read")
+			continue
+		}
+		key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
+		seen[key] = struct{}{}
+		names := make([]string, 0, len(t.Spec.Resources))
+		for _, r := range t.Spec.Resources {
+			name := watchtarget.StreamName(t.Namespace, r)
+			names = append(names, name)
+			wanted[name] = r.GVR()
+			namespaceOf[name] = t.Namespace
+		}
+		// Track replaces the target's set of streams; a target naming no
+		// resource rolls up as Reconciling with reason NoGates.
+		c.acc.Track(key, names...)
+		c.queue.Add(key)
+	}
+	for key := range c.owners {
+		if _, ok := seen[key]; !ok {
+			c.acc.RemoveOwner(key)
+		}
+	}
+	c.owners = seen
+	for name := range c.streams {
+		if _, ok := wanted[name]; !ok {
+			c.stopLocked(name)
+		}
+	}
+	for name, gvr := range wanted {
+		if _, ok := c.streams[name]; !ok {
+			c.startLocked(name, gvr, namespaceOf[name])
+		}
+	}
+}
+
+// startLocked starts a graded stream of gvr in namespace, feeding a mirror.
+func (c *Controller) startLocked(name string, gvr schema.GroupVersionResource, namespace string) {
+	mirror := NewMirror()
+	stream, err := wgwatch.NewStream(listWatch(c.dynamic, gvr, namespace), mirror, wgwatch.StreamOptions{
+		Resource:   gvr.GroupResource(),
+		Name:       name,
+		Observer:   c.observer,
+		Policy:     c.opts.Policy,
+		MaxBackoff: c.opts.MaxBackoff,
+	})
+	if err != nil {
+		// Only a malformed reference gets here (the CRD requires a
+		// resource): report it as the stream's state, needing a human.
+		c.acc.StateChanged(wgwatch.State{
+			Stream: name, Resource: gvr.GroupResource(), Phase: wgwatch.PhaseBlocked,
+			Reason: wgwatch.ReasonInvalidRequest, Message: err.Error(), NeedsHuman: true,
+		})
+		return
+	}
+	c.metrics.AddResource(gvr.GroupResource())
+	ctx, cancel := context.WithCancel(c.ctx)
+	f := &followed{mirror: mirror, cancel: cancel, done: make(chan struct{})}
+	c.streams[name] = f
+	go func() {
+		defer close(f.done)
+		// Run returns nil after the teardown; it has no other ending.
+		_ = stream.Run(ctx)
+	}()
+}
+
+// stopLocked stops a stream, waits for it, and forgets its state so that a
+// stream of the same name started later begins afresh.
+func (c *Controller) stopLocked(name string) {
+	f := c.streams[name]
+	if f == nil {
+		return
+	}
+	f.cancel()
+	<-f.done
+	delete(c.streams, name)
+	c.acc.RemoveStream(name)
+	c.metrics.StreamStopped(name)
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.reconcile(ctx, key); err != nil {
+		klog.FromContext(ctx).V(2).Info("requeue", "watchtarget", key, "err", err)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// reconcile writes the target's trio and status.observedGeneration in one
+// status update, and records an Event only after that write succeeded.
+func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) error {
+	client := c.dynamic.Resource(watchtarget.Resource).Namespace(key.Namespace)
+	u, err := client.Get(ctx, key.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // deleted: the targets stream forgets it
+	}
+	if err != nil {
+		return err
+	}
+	t, err := watchtarget.FromUnstructured(u)
+	if err != nil {
+		return err
+	}
+	before := slices.Clone(t.Status.Conditions)
+	after := slices.Clone(before)
+	changed := c.acc.Apply(key, &after, t.Generation, time.Now())
+	if !changed && t.Status.ObservedGeneration == t.Generation {
+		return nil
+	}
+	t.Status.Conditions = after
+	t.Status.ObservedGeneration = t.Generation
+	out, err := watchtarget.ToUnstructured(t)
+	if err != nil {
+		return err
+	}
+	updated, err := client.UpdateStatus(ctx, out, metav1.UpdateOptions{})
+	if err != nil {
+		return err // a conflict too: the next attempt reads afresh
+	}
+	c.events.Record(updated, before, after)
+	return nil
+}
+
+// listWatch lists and watches gvr in namespace (all namespaces if empty)
+// with a dynamic client.
+func listWatch(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string) cache.ListerWatcher {
+	r := client.Resource(gvr).Namespace(namespace)
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return r.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
+			return r.Watch(ctx, o)
+		},
+	}
+}
+
+// list returns the mirror's objects sorted by key.
+func (m *Mirror) list() []runtime.Object {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	keys := make([]string, 0, len(m.objects))
+	for k := range m.objects {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]runtime.Object, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, m.objects[k])
+	}
+	return out
+}
