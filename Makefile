@@ -9,9 +9,9 @@ E2E_LOG  ?= $(CURDIR)/e2e.log
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: test check-format vet unit fuzz e2e bench
+.PHONY: test check-format vet unit fuzz e2e examples bench
 
-test: check-format vet e2e unit fuzz
+test: check-format vet e2e examples unit fuzz
 
 check-format:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -19,6 +19,7 @@ check-format:
 vet:
 	$(GO) vet ./...
 	cd internal/e2e && $(GO) vet ./...
+	cd examples && $(GO) vet ./...
 
 # The race detector is on for every unit test, examples included.
 unit:
@@ -53,6 +54,18 @@ e2e:
 		grep -E '^(e2e:|=== RUN|--- |    --- |PASS|FAIL|ok )|_test\.go:[0-9]+:' $(E2E_LOG); \
 		echo "e2e: processes exited $$first and $$rest"; \
 		test $$first -eq 0 && test $$rest -eq 0; }
+
+# The examples (nested module examples/): their unit tests with the race
+# detector, then both example controllers against a real kube-apiserver
+# (examples/e2e) and the demo in a short run with its summary checked
+# (examples/demo), two processes side by side. They share the e2e build.
+EXAMPLES_LOG ?= $(CURDIR)/examples.log
+
+examples:
+	cd examples && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e$$ -e /demo$$)
+	cd examples && $(GO) test -count=1 -v -timeout 20m ./e2e/ ./demo/ > $(EXAMPLES_LOG) 2>&1; rc=$$?; \
+		grep -E '^ *(e2e:|demo:)|^(=== RUN|--- |PASS|FAIL|ok )|_test\.go:[0-9]+:' $(EXAMPLES_LOG); \
+		exit $$rc
 
 # Benchmarks are not part of `test`; the README records their figures.
 bench:

@@ -80,7 +80,7 @@ func run(ctx context.Context, opts options) (summary, error) {
 	var sum summary
 	var err error
 	ok := harness.NewProgram("watchgrade-demo", logTo).Run(func(tb harness.TB) {
-		c := harness.Start(tb, harness.Options{RBAC: true, Flags: []string{"--min-request-timeout=1"}})
+		c := harness.Start(tb, harness.Options{RBAC: true, Flags: []string{"--min-request-timeout=1"}, QuietEtcd: !opts.verbose})
 		p.step("kube-apiserver is up at https://%s (RBAC on, watches end every 1-2 s)", c.Proxy.Addr())
 		sum, err = tell(ctx, opts, p, c.Config(), c.RestartAPIServer)
 	})
@@ -161,7 +161,7 @@ func tell(ctx context.Context, opts options, p *printer, admin *rest.Config, res
 		return sum, err
 	}
 	if restart != nil {
-		p.step("restarting the kube-apiserver, as a rollout would: every watch cursor expires (410) and is replayed")
+		p.step("restarting the kube-apiserver, as a rollout would: a watch whose cursor is older than the new watch cache expires (410) and replays")
 		restart()
 		sum.Restarted = true
 	}
@@ -245,7 +245,7 @@ func (p *printer) StateChanged(s wgwatch.State) {
 	if s.NeedsHuman {
 		human = "  [needs a human]"
 	}
-	p.line("state", "%-22s %s/%s%s  %s", s.Stream, s.Phase, s.Reason, human, s.Message)
+	p.line("state", "%-26s %s/%s%s  %s", s.Stream, s.Phase, s.Reason, human, s.Message)
 }
 
 // SessionEnded prints a session ending and its grade.
@@ -269,7 +269,7 @@ func (p *printer) SessionEnded(e wgwatch.SessionEnd) {
 	if e.Err != nil {
 		cause = fmt.Sprintf(" (%s)", v.Class)
 	}
-	p.line("ended", "%-22s %-8s%s after %.1fs, %d events -> %s, %s", e.Stream, v.Outcome, cause, e.Duration.Seconds(), e.Events, strings.ToLower(string(v.Next)), grade)
+	p.line("ended", "%-26s %-8s%s after %.1fs, %d events -> %s, %s", e.Stream, v.Outcome, cause, e.Duration.Seconds(), e.Events, strings.ToLower(string(v.Next)), grade)
 }
 
 // tally counts session endings by stream and outcome.
@@ -341,7 +341,7 @@ func (s summary) print(w io.Writer) {
 		for _, o := range outcomes {
 			parts = append(parts, fmt.Sprintf("%s=%d", o, s.Sessions[name][o]))
 		}
-		fmt.Fprintf(w, "    %-22s %s\n", name, strings.Join(parts, " "))
+		fmt.Fprintf(w, "    %-26s %s\n", name, strings.Join(parts, " "))
 	}
 	mirrored := make([]string, 0, len(s.Mirrored))
 	for name, n := range s.Mirrored {

@@ -17,12 +17,12 @@ import (
 // test helper it needs no *testing.T, so a main program can use it. A port
 // taken between the pick and the bind (another process starting an etcd
 // at the same moment) is retried once with new ports.
-func startEtcd(tb TB) *clientv3.Client {
+func startEtcd(tb TB, quiet bool) *clientv3.Client {
 	tb.Helper()
 	var e *embed.Etcd
 	var err error
 	for attempt := 0; attempt < 2; attempt++ {
-		if e, err = tryStartEtcd(tb); err == nil {
+		if e, err = tryStartEtcd(tb, quiet); err == nil {
 			break
 		}
 	}
@@ -48,7 +48,7 @@ func startEtcd(tb TB) *clientv3.Client {
 	return client
 }
 
-func tryStartEtcd(tb TB) (*embed.Etcd, error) {
+func tryStartEtcd(tb TB, quiet bool) (*embed.Etcd, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
@@ -61,6 +61,9 @@ func tryStartEtcd(tb TB) (*embed.Etcd, error) {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.LogLevel = "error"
+	if quiet {
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	}
 	cfg.Dir = tb.TempDir()
 	if err := os.Chmod(cfg.Dir, 0o700); err != nil {
 		return nil, err

@@ -35,6 +35,10 @@ type Options struct {
 	// RBAC turns on --authorization-mode=RBAC, so that impersonated users
 	// without bindings get 403. Defaults to off (everything allowed).
 	RBAC bool
+	// QuietEtcd keeps etcd's own log (errors only, by default) off stderr:
+	// a program such as the demo has no use for the errors etcd logs while
+	// it shuts down.
+	QuietEtcd bool
 }
 
 // Cluster is one etcd, one (replaceable) kube-apiserver, and a proxy in
@@ -64,7 +68,7 @@ func Start(t TB, opts Options) *Cluster {
 	c := &Cluster{
 		t:         t,
 		opts:      opts,
-		etcd:      startEtcd(t),
+		etcd:      startEtcd(t, opts.QuietEtcd),
 		prefix:    fmt.Sprintf("/watchgrade-e2e-%d", prefixes.Add(1)),
 		tokenFile: filepath.Join(t.TempDir(), "tokens.csv"),
 	}

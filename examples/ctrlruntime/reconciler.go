@@ -1,0 +1,309 @@
+package ctrlruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	wgevents "github.com/watchgrade/watchgrade/events"
+	"github.com/watchgrade/watchgrade/examples/watchtarget"
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+)
+
+// Reasons of the gates a WatchTarget gets for a resource that cannot be
+// followed. Each is a valid condition reason, copied into Ready, Reconciling
+// or Stalled.
+const (
+	// ReasonWaitingForResource: the API server does not serve the resource,
+	// for less than Policy.HumanGrace so far (Progressing).
+	ReasonWaitingForResource = "WaitingForResource"
+	// ReasonResourceNotFound: the API server does not serve the resource:
+	// still not after Policy.HumanGrace, or the spec names it by a partial
+	// name that only a RESTMapper would match, such as a singular
+	// (Stalled).
+	ReasonResourceNotFound = "ResourceNotFound"
+	// ReasonAmbiguousResource: the resource matches several kinds
+	// (Stalled).
+	ReasonAmbiguousResource = "AmbiguousResource"
+	// ReasonClusterScoped: the resource is cluster-scoped; a WatchTarget
+	// follows namespaced resources only (Stalled).
+	ReasonClusterScoped = "ClusterScoped"
+	// ReasonDiscoveryFailed: API discovery failed; retried (Progressing).
+	ReasonDiscoveryFailed = "DiscoveryFailed"
+	// ReasonInformerFailed: the cache could not make the informer; retried
+	// (Progressing).
+	ReasonInformerFailed = "InformerFailed"
+)
+
+// informerGetter is the one method Reconcile needs from the manager's cache.
+type informerGetter interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
+}
+
+// Reconciler reconciles WatchTargets: it makes sure an informer runs for each
+// resource a target names and writes the target's readiness. [SetupWithManager]
+// makes one and adds it to a manager.
+type Reconciler struct {
+	client    client.Client
+	informers informerGetter
+	mapper    meta.RESTMapper
+	scheme    *runtime.Scheme
+	in        *Instrumentation
+	events    *wgevents.Recorder
+	// now is the clock of conditions and of the grace of unresolved
+	// resources; tests replace it.
+	now func() time.Time
+
+	mu sync.Mutex
+	// failingSince holds, per WatchTarget, since when each resource it
+	// names has been failing to resolve (by stream name).
+	failingSince map[types.NamespacedName]map[string]time.Time
+}
+
+// SetupWithManager adds the WatchTarget controller to mgr. mgr must have been
+// made with options that in configured ([Instrumentation.Configure]), and
+// with a scheme that knows WatchTarget (watchtarget.AddToScheme).
+//
+// The controller watches WatchTargets (their spec: status-only updates,
+// its own among them, are filtered out, since readiness changes arrive from
+// the accumulator) and the accumulator's requeues.
+func SetupWithManager(mgr manager.Manager, in *Instrumentation) (*Reconciler, error) {
+	if in == nil {
+		return nil, errors.New("ctrlruntime: SetupWithManager needs an Instrumentation")
+	}
+	if !mgr.GetScheme().Recognizes(watchtarget.Kind) {
+		return nil, errors.New("ctrlruntime: the manager's scheme does not know WatchTarget; add it with watchtarget.AddToScheme")
+	}
+	in.mu.Lock()
+	if in.setUp {
+		in.mu.Unlock()
+		return nil, errors.New("ctrlruntime: this Instrumentation is already set up with a manager; make one per manager")
+	}
+	in.setUp = true
+	in.mu.Unlock()
+	// The same scheme and mapper Configure recorded, unless the caller set
+	// the NewInformer hook by hand.
+	in.bind(mgr.GetScheme(), mgr.GetRESTMapper())
+
+	r := &Reconciler{
+		client:    mgr.GetClient(),
+		informers: mgr.GetCache(),
+		mapper:    mgr.GetRESTMapper(),
+		scheme:    mgr.GetScheme(),
+		in:        in,
+		// wgevents.Recorder records only on a Ready transition, and a
+		// Warning only when the object is Stalled: a human must act.
+		events:       wgevents.NewEventsRecorder(mgr.GetEventRecorder(in.opts.Name), wgevents.EventsOptions{}),
+		now:          time.Now,
+		failingSince: map[types.NamespacedName]map[string]time.Time{},
+	}
+	err := builder.ControllerManagedBy(mgr).
+		Named(in.opts.Name).
+		For(&watchtarget.WatchTarget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Func(in.startRequeue)).
+		Complete(r)
+	if err != nil {
+		return nil, fmt.Errorf("ctrlruntime: %w", err)
+	}
+	return r, nil
+}
+
+// conflictRetry is how soon a status write that lost to a newer version of
+// the object is tried again, from a cache that has caught up by then.
+const conflictRetry = 200 * time.Millisecond
+
+// Instrumentation returns the Instrumentation the reconciler was set up with.
+func (r *Reconciler) Instrumentation() *Instrumentation { return r.in }
+
+// Reconcile writes the target's trio and status.observedGeneration in one
+// status update when the verdict or the generation changed, and records an
+// Event only after that write succeeded. A conflict is retried after
+// conflictRetry, quietly; any other failed write is returned, and
+// controller-runtime retries with backoff.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	key := req.NamespacedName
+	acc := r.in.acc
+	t := &watchtarget.WatchTarget{}
+	if err := r.client.Get(ctx, key, t); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Deleted: forget it. Its informers keep running (see the
+			// package documentation).
+			acc.RemoveOwner(key)
+			r.forget(key)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+
+	retry := r.follow(ctx, key, t)
+	result := reconcile.Result{RequeueAfter: retry}
+
+	before := slices.Clone(t.Status.Conditions)
+	after := slices.Clone(before)
+	changed := acc.Apply(key, &after, t.Generation, r.now())
+	if !changed && t.Status.ObservedGeneration == t.Generation {
+		return result, nil
+	}
+	t.Status.Conditions = after
+	t.Status.ObservedGeneration = t.Generation
+	if err := r.client.Status().Update(ctx, t); err != nil {
+		if apierrors.IsConflict(err) {
+			// The cache had not yet seen our previous write. Nothing is
+			// wrong: read again shortly, without an error in the log
+			// (status-only updates do not requeue through For, whose
+			// predicate passes generation changes only).
+			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	r.events.Record(t, before, after)
+	return result, nil
+}
+
+// unresolved is why a resource a WatchTarget names cannot be followed.
+type unresolved struct {
+	reason  string
+	message string
+	level   wgreadiness.Level
+	// grace is true for a resource the API server does not serve: it may
+	// be about to (a CRD applied together with the WatchTarget takes
+	// seconds to be served), so the gate is Progressing, with reason
+	// ReasonWaitingForResource, for Policy.HumanGrace before it is
+	// Stalled.
+	grace bool
+}
+
+// follow makes sure an informer runs for every resource t names, tracks
+// their streams for t, and turns each resource that cannot be followed into
+// a gate of t's own, removing the gates of resources that now resolve. It
+// returns how soon t must be looked at again: 0 when every resource
+// resolved.
+func (r *Reconciler) follow(ctx context.Context, key types.NamespacedName, t *watchtarget.WatchTarget) time.Duration {
+	acc := r.in.acc
+	now := r.now()
+	var streams []string
+	failing := map[string]unresolved{}
+	for _, ref := range t.Spec.Resources {
+		name := StreamName(ref.GVR())
+		if u := r.ensureInformer(ctx, ref.GVR()); u != nil {
+			failing[name] = *u
+			continue
+		}
+		streams = append(streams, name)
+	}
+	// Track replaces the target's set of streams; a target naming no
+	// resource rolls up as Reconciling with reason NoGates.
+	acc.Track(key, streams...)
+
+	since := r.failing(key, failing, now)
+	var retry time.Duration
+	for name, u := range failing {
+		wait := r.in.opts.UnresolvedRetry
+		gate := wgreadiness.Gate{Name: name, Level: u.level, Reason: u.reason, Message: u.message}
+		if left := r.in.opts.humanGrace() - now.Sub(since[name]); u.grace && left > 0 {
+			gate = wgreadiness.Progressing(name, ReasonWaitingForResource,
+				"the API server does not serve this resource yet; waiting in case it is being installed")
+			wait = min(wait, left)
+		}
+		acc.SetGate(key, gate)
+		if retry == 0 || wait < retry {
+			retry = wait
+		}
+	}
+	for _, g := range acc.Gates(key) {
+		if _, ok := failing[g.Name]; !ok && !g.Stream {
+			acc.RemoveGate(key, g.Name)
+		}
+	}
+	return retry
+}
+
+// ensureInformer maps gvr with the manager's RESTMapper and asks the cache
+// for its informer, without waiting for it to sync: an informer that RBAC
+// forbids never syncs, and its stream reports that instead. It returns nil
+// when the informer runs (or will, once the cache starts), and why not
+// otherwise. Messages hold no error text, which would change from one try to
+// the next and make every reconcile a status write: errors are logged.
+func (r *Reconciler) ensureInformer(ctx context.Context, gvr schema.GroupVersionResource) *unresolved {
+	log := logf.FromContext(ctx)
+	name := StreamName(gvr)
+	gvk, err := r.mapper.KindFor(gvr)
+	var mapping *meta.RESTMapping
+	if err == nil {
+		mapping, err = r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	switch {
+	case meta.IsNoMatchError(err):
+		return &unresolved{level: wgreadiness.LevelStalled, grace: true, reason: ReasonResourceNotFound,
+			message: "the API server does not serve this resource: check spec.resources, or install the CustomResourceDefinition that defines it"}
+	case meta.IsAmbiguousError(err):
+		return &unresolved{level: wgreadiness.LevelStalled, reason: ReasonAmbiguousResource,
+			message: "this resource matches several kinds: name it by its plural, version and group"}
+	case err != nil:
+		log.Error(err, "API discovery failed", "resource", name)
+		return &unresolved{level: wgreadiness.LevelProgressing, reason: ReasonDiscoveryFailed,
+			message: "API discovery failed; retrying"}
+	}
+	if mapping.Resource != gvr {
+		// The mapper matches partial names (a singular, a missing group);
+		// the API server would not, and neither does the client-go version.
+		return &unresolved{level: wgreadiness.LevelStalled, reason: ReasonResourceNotFound,
+			message: fmt.Sprintf("the API server does not serve this resource; did you mean %s?", StreamName(mapping.Resource))}
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		return &unresolved{level: wgreadiness.LevelStalled, reason: ReasonClusterScoped,
+			message: "this resource is cluster-scoped; a WatchTarget follows namespaced resources only"}
+	}
+	if _, err := r.informers.GetInformer(ctx, objectFor(gvk, r.scheme), cache.BlockUntilSynced(false)); err != nil {
+		log.Error(err, "cannot start informer", "resource", name)
+		return &unresolved{level: wgreadiness.LevelProgressing, reason: ReasonInformerFailed,
+			message: "the cache cannot start its informer; retrying"}
+	}
+	return nil
+}
+
+// failing records which of key's resources fail now and returns since when
+// each has been failing; a resource that resolves starts afresh next time.
+func (r *Reconciler) failing(key types.NamespacedName, now map[string]unresolved, at time.Time) map[string]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(now) == 0 {
+		delete(r.failingSince, key)
+		return nil
+	}
+	before := r.failingSince[key]
+	since := make(map[string]time.Time, len(now))
+	for name := range now {
+		if t, ok := before[name]; ok {
+			since[name] = t
+		} else {
+			since[name] = at
+		}
+	}
+	r.failingSince[key] = since
+	return since
+}
+
+// forget drops what the reconciler remembers about a deleted target.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.failingSince, key)
+}
