@@ -98,8 +98,8 @@ type Controller struct {
 	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	events   *wgevents.Recorder
 
-	// broadcaster is set when the controller made its own recorder.
-	broadcaster record.EventBroadcaster
+	// kube is set when the controller makes its own recorder, in Run.
+	kube kubernetes.Interface
 
 	targets *Mirror
 
@@ -155,19 +155,11 @@ func New(opts Options) (*Controller, error) {
 	})
 	c.observer = wgwatch.Observers(c.acc, c.metrics, opts.Observer)
 
-	recorder := opts.Recorder
-	if recorder == nil {
-		kube, err := kubernetes.NewForConfig(opts.Config)
-		if err != nil {
+	if opts.Recorder == nil {
+		if c.kube, err = kubernetes.NewForConfig(opts.Config); err != nil {
 			return nil, fmt.Errorf("clientgo: %w", err)
 		}
-		c.broadcaster = record.NewBroadcaster(record.WithContext(context.Background()))
-		c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-		recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "watchtarget-controller"})
 	}
-	// wgevents.Recorder records only on a Ready transition, and a Warning
-	// only when the object is Stalled: a human must act.
-	c.events = wgevents.NewRecorder(recorder)
 	return c, nil
 }
 
@@ -176,9 +168,6 @@ func New(opts Options) (*Controller, error) {
 func (c *Controller) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if c.broadcaster != nil {
-		defer c.broadcaster.Shutdown()
-	}
 	c.mu.Lock()
 	if c.ctx != nil {
 		c.mu.Unlock()
@@ -186,6 +175,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.ctx = ctx
 	c.mu.Unlock()
+
+	recorder := c.opts.Recorder
+	if recorder == nil {
+		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+		defer broadcaster.Shutdown()
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
+		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "watchtarget-controller"})
+	}
+	// wgevents.Recorder records only on a Ready transition, and a Warning
+	// only when the object is Stalled: a human must act.
+	c.events = wgevents.NewRecorder(recorder)
 
 	targets, err := wgwatch.NewStream(
 		listWatch(c.dynamic, watchtarget.Resource, c.opts.Namespace),
@@ -244,7 +244,7 @@ func (h targetsHandler) Snapshot(ctx context.Context, snap wgwatch.Snapshot) err
 	if err := h.c.targets.Snapshot(ctx, snap); err != nil {
 		return err
 	}
-	h.c.sync(ctx)
+	h.c.sync(ctx, nil) // everything may have changed: requeue every target
 	return nil
 }
 
@@ -252,14 +252,22 @@ func (h targetsHandler) Event(ctx context.Context, ev apiwatch.Event) error {
 	if err := h.c.targets.Event(ctx, ev); err != nil {
 		return err
 	}
-	h.c.sync(ctx)
+	var changed *types.NamespacedName
+	if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+		changed = &types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
+	}
+	h.c.sync(ctx, changed)
 	return nil
 }
 
 // sync tracks every WatchTarget's streams in the accumulator, starts the
-// streams some target needs, stops the ones none needs, forgets deleted
-// targets, and requeues every target.
-func (c *Controller) sync(ctx context.Context) {
+// streams some target needs, stops the ones none needs, and forgets deleted
+// targets. It requeues the changed target, or every target if changed is
+// nil; the accumulator's OnChange requeues a target whose verdict changes.
+//
+// It holds c.mu while a stream it stops finishes: an Observer given in
+// Options must not call back into the Controller.
+func (c *Controller) sync(ctx context.Context, changed *types.NamespacedName) {
 	logger := klog.FromContext(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -290,7 +298,9 @@ func (c *Controller) sync(ctx context.Context) {
 		// Track replaces the target's set of streams; a target naming no
 		// resource rolls up as Reconciling with reason NoGates.
 		c.acc.Track(key, names...)
-		c.queue.Add(key)
+		if changed == nil || *changed == key {
+			c.queue.Add(key)
+		}
 	}
 	for key := range c.owners {
 		if _, ok := seen[key]; !ok {
@@ -308,6 +318,21 @@ func (c *Controller) sync(ctx context.Context) {
 			c.startLocked(name, gvr, namespaceOf[name])
 		}
 	}
+}
+
+// follow tracks t's streams and starts any that is not running yet.
+func (c *Controller) follow(t *watchtarget.WatchTarget) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := make([]string, 0, len(t.Spec.Resources))
+	for _, r := range t.Spec.Resources {
+		name := watchtarget.StreamName(t.Namespace, r)
+		names = append(names, name)
+		if _, ok := c.streams[name]; !ok {
+			c.startLocked(name, r.GVR(), t.Namespace)
+		}
+	}
+	c.acc.Track(types.NamespacedName{Namespace: t.Namespace, Name: t.Name}, names...)
 }
 
 // startLocked starts a graded stream of gvr in namespace, feeding a mirror.
@@ -361,7 +386,12 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if err := c.reconcile(ctx, key); err != nil {
-		klog.FromContext(ctx).V(2).Info("requeue", "watchtarget", key, "err", err)
+		logger := klog.FromContext(ctx)
+		if apierrors.IsConflict(err) {
+			logger.V(2).Info("status write lost to a newer version; retrying", "watchtarget", key)
+		} else {
+			logger.Error(err, "reconcile failed; retrying", "watchtarget", key)
+		}
 		c.queue.AddRateLimited(key)
 		return true
 	}
@@ -384,6 +414,10 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) er
 	if err != nil {
 		return err
 	}
+	// Track the streams of the spec just read: this GET may be ahead of
+	// the targets stream, and the verdict written for this generation must
+	// be about this generation's resources.
+	c.follow(t)
 	before := slices.Clone(t.Status.Conditions)
 	after := slices.Clone(before)
 	changed := c.acc.Apply(key, &after, t.Generation, time.Now())

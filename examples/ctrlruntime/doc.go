@@ -64,7 +64,9 @@
 //   - Metrics: [wgmetrics.NewWatchMetrics] on Options.Registerer, which
 //     defaults to controller-runtime's registry, so the manager's metrics
 //     server serves them. A second Instrumentation in one process (tests that
-//     build two managers) reuses the first set rather than failing.
+//     build one manager after another) reuses the first set rather than
+//     failing; two managers running at once on one registry would mix
+//     their streams' states, so give each its own Options.Registerer.
 //
 // # Stream names
 //
@@ -133,7 +135,11 @@
 //     any more: the cache shares them with the rest of the operator (the
 //     WatchTargets' own informer among them), and removing one under another
 //     user's feet would break it. An idle informer costs one watch and affects
-//     no owner's verdict.
+//     no owner's verdict, but it is still graded: one that RBAC forbids
+//     stays Blocked in watchgrade_watch_streams (and keeps an alert on
+//     Blocked streams firing) until the process restarts. If your operator
+//     owns such informers alone, remove them with the cache's
+//     RemoveInformer when no owner tracks them.
 //   - The WatchTarget informer's own health is graded and exported as
 //     metrics, but no WatchTarget depends on it: if it fails, nothing is
 //     reconciled anyway.

@@ -52,8 +52,8 @@ var (
 // run starts the servers (unless opts.kubeconfig names a cluster), tells
 // the story and returns its summary.
 func run(ctx context.Context, opts options) (summary, error) {
-	if opts.duration < 10*time.Second {
-		return summary{}, fmt.Errorf("--duration %v is too short: the story needs at least 45s, 10s is the floor", opts.duration)
+	if opts.duration < 45*time.Second {
+		return summary{}, fmt.Errorf("--duration %v is too short: the story needs at least 45s", opts.duration)
 	}
 	p := &printer{out: opts.out, start: time.Now(), routine: opts.routine}
 	if !opts.verbose {

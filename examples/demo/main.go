@@ -39,7 +39,7 @@ import (
 
 func main() {
 	var opts options
-	flag.DurationVar(&opts.duration, "duration", 2*time.Minute, "how long the story runs once the servers are up (at least 45s for the whole story)")
+	flag.DurationVar(&opts.duration, "duration", 2*time.Minute, "how long the story runs once the servers are up (at least 45s)")
 	flag.StringVar(&opts.kubeconfig, "kubeconfig", "", "run against the cluster in this kubeconfig instead of an embedded one")
 	flag.StringVar(&opts.namespace, "namespace", "watchgrade-demo", "namespace the demo creates and works in")
 	flag.BoolVar(&opts.routine, "routine", true, "print every routine session ending too (false: only what changes something)")

@@ -17,8 +17,6 @@
 package watchtarget
 
 import (
-	"fmt"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -70,10 +68,17 @@ type WatchTargetList struct {
 }
 
 // StreamName is the name of the stream that follows resource r in
-// namespace: the key readiness gates and metrics use. Two WatchTargets in
-// one namespace that name the same resource share its stream.
+// namespace, the key readiness gates and metrics use: the namespace, then
+// the resource in kubectl's fully-qualified form ("shop/configmaps.v1",
+// "shop/deployments.v1.apps"). The version is part of it, so that fixing a
+// wrong version starts a new stream. Two WatchTargets in one namespace that
+// name the same resource and version share its stream.
 func StreamName(namespace string, r ResourceRef) string {
-	return fmt.Sprintf("%s/%s", namespace, r.GVR().GroupResource())
+	name := r.Resource + "." + r.Version
+	if r.Group != "" {
+		name += "." + r.Group
+	}
+	return namespace + "/" + name
 }
 
 // DeepCopyInto copies t into out.

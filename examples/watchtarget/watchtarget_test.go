@@ -86,10 +86,10 @@ func TestDeepCopyIsDeep(t *testing.T) {
 }
 
 func TestStreamName(t *testing.T) {
-	if got := StreamName("shop", ResourceRef{Group: "apps", Version: "v1", Resource: "deployments"}); got != "shop/deployments.apps" {
+	if got := StreamName("shop", ResourceRef{Group: "apps", Version: "v1", Resource: "deployments"}); got != "shop/deployments.v1.apps" {
 		t.Errorf("StreamName = %q", got)
 	}
-	if got := StreamName("shop", ResourceRef{Version: "v1", Resource: "configmaps"}); got != "shop/configmaps" {
+	if got := StreamName("shop", ResourceRef{Version: "v1", Resource: "configmaps"}); got != "shop/configmaps.v1" {
 		t.Errorf("StreamName = %q", got)
 	}
 }
