@@ -26,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -188,7 +187,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.events = wgevents.NewRecorder(recorder)
 
 	targets, err := wgwatch.NewStream(
-		listWatch(c.dynamic, watchtarget.Resource, c.opts.Namespace),
+		ListWatch(c.dynamic, watchtarget.Resource, c.opts.Namespace),
 		targetsHandler{c},
 		wgwatch.StreamOptions{
 			Resource:   watchtarget.Resource.GroupResource(),
@@ -288,12 +287,10 @@ func (c *Controller) sync(ctx context.Context, changed *types.NamespacedName) {
 		}
 		key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
 		seen[key] = struct{}{}
-		names := make([]string, 0, len(t.Spec.Resources))
-		for _, r := range t.Spec.Resources {
-			name := watchtarget.StreamName(t.Namespace, r)
-			names = append(names, name)
-			wanted[name] = r.GVR()
-			namespaceOf[name] = t.Namespace
+		names := streamNames(t)
+		for i, r := range t.Spec.Resources {
+			wanted[names[i]] = r.GVR()
+			namespaceOf[names[i]] = t.Namespace
 		}
 		// Track replaces the target's set of streams; a target naming no
 		// resource rolls up as Reconciling with reason NoGates.
@@ -320,16 +317,23 @@ func (c *Controller) sync(ctx context.Context, changed *types.NamespacedName) {
 	}
 }
 
+// streamNames returns the names of t's streams, in spec order.
+func streamNames(t *watchtarget.WatchTarget) []string {
+	names := make([]string, len(t.Spec.Resources))
+	for i, r := range t.Spec.Resources {
+		names[i] = watchtarget.StreamName(t.Namespace, r)
+	}
+	return names
+}
+
 // follow tracks t's streams and starts any that is not running yet.
 func (c *Controller) follow(t *watchtarget.WatchTarget) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	names := make([]string, 0, len(t.Spec.Resources))
-	for _, r := range t.Spec.Resources {
-		name := watchtarget.StreamName(t.Namespace, r)
-		names = append(names, name)
-		if _, ok := c.streams[name]; !ok {
-			c.startLocked(name, r.GVR(), t.Namespace)
+	names := streamNames(t)
+	for i, r := range t.Spec.Resources {
+		if _, ok := c.streams[names[i]]; !ok {
+			c.startLocked(names[i], r.GVR(), t.Namespace)
 		}
 	}
 	c.acc.Track(types.NamespacedName{Namespace: t.Namespace, Name: t.Name}, names...)
@@ -338,7 +342,7 @@ func (c *Controller) follow(t *watchtarget.WatchTarget) {
 // startLocked starts a graded stream of gvr in namespace, feeding a mirror.
 func (c *Controller) startLocked(name string, gvr schema.GroupVersionResource, namespace string) {
 	mirror := NewMirror()
-	stream, err := wgwatch.NewStream(listWatch(c.dynamic, gvr, namespace), mirror, wgwatch.StreamOptions{
+	stream, err := wgwatch.NewStream(ListWatch(c.dynamic, gvr, namespace), mirror, wgwatch.StreamOptions{
 		Resource:   gvr.GroupResource(),
 		Name:       name,
 		Observer:   c.observer,
@@ -438,9 +442,9 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) er
 	return nil
 }
 
-// listWatch lists and watches gvr in namespace (all namespaces if empty)
-// with a dynamic client.
-func listWatch(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string) cache.ListerWatcher {
+// ListWatch lists and watches gvr in namespace (all namespaces if empty)
+// with a dynamic client: the source of a graded stream of any resource.
+func ListWatch(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string) cache.ListerWatcher {
 	r := client.Resource(gvr).Namespace(namespace)
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -450,20 +454,4 @@ func listWatch(client dynamic.Interface, gvr schema.GroupVersionResource, namesp
 			return r.Watch(ctx, o)
 		},
 	}
-}
-
-// list returns the mirror's objects sorted by key.
-func (m *Mirror) list() []runtime.Object {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	keys := make([]string, 0, len(m.objects))
-	for k := range m.objects {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]runtime.Object, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, m.objects[k])
-	}
-	return out
 }

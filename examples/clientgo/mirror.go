@@ -3,6 +3,7 @@ package clientgo
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -83,4 +84,20 @@ func keyOf(obj runtime.Object) (string, error) {
 		return acc.GetName(), nil
 	}
 	return acc.GetNamespace() + "/" + acc.GetName(), nil
+}
+
+// list returns the mirror's objects sorted by key.
+func (m *Mirror) list() []runtime.Object {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	keys := make([]string, 0, len(m.objects))
+	for k := range m.objects {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]runtime.Object, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, m.objects[k])
+	}
+	return out
 }

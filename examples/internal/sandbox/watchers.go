@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 
+	"github.com/watchgrade/watchgrade/examples/clientgo"
 	"github.com/watchgrade/watchgrade/examples/watchtarget"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
@@ -90,6 +90,24 @@ func (c *changes) wait() <-chan struct{} {
 		c.ch = make(chan struct{})
 	}
 	return c.ch
+}
+
+// await waits, for at most timeout, until ok holds; ok is checked again
+// after every change.
+func (c *changes) await(ctx context.Context, timeout time.Duration, ok func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		changed := c.wait()
+		if ok() {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (c *changes) notify() {
@@ -178,20 +196,15 @@ func (t *Targets) History(name string) []Target {
 // Await waits until name's latest status satisfies ok, for at most
 // timeout, and returns it.
 func (t *Targets) Await(ctx context.Context, name string, timeout time.Duration, what string, ok func(Target) bool) (Target, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		changed := t.wait()
-		if s, found := t.Latest(name); found && ok(s) {
-			return s, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			s, _ := t.Latest(name)
-			return s, fmt.Errorf("WatchTarget %s: %s not seen within %v (last: %v)", name, what, timeout, s)
-		}
+	err := t.await(ctx, timeout, func() bool {
+		s, found := t.Latest(name)
+		return found && ok(s)
+	})
+	s, _ := t.Latest(name)
+	if err != nil {
+		return s, fmt.Errorf("WatchTarget %s: %s not seen within %v (last: %v)", name, what, timeout, s)
 	}
+	return s, nil
 }
 
 // Event is one Event about a WatchTarget, as stored by the API server.
@@ -316,34 +329,16 @@ func (ev *Events) Log() []string {
 
 // Await waits until ok holds for the Events seen, for at most timeout.
 func (ev *Events) Await(ctx context.Context, timeout time.Duration, what string, ok func(*Events) bool) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		changed := ev.wait()
-		if ok(ev) {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("events: %s not seen within %v (seen: %v)", what, timeout, ev.Log())
-		}
+	if err := ev.await(ctx, timeout, func() bool { return ok(ev) }); err != nil {
+		return fmt.Errorf("events: %s not seen within %v (seen: %v)", what, timeout, ev.Log())
 	}
+	return nil
 }
 
 // follow runs a graded stream of gvr in the namespace, as the admin, until
 // ctx ends.
 func (e *Env) follow(ctx context.Context, gvr schema.GroupVersionResource, name string, h wgwatch.Handler) error {
-	r := e.Dynamic.Resource(gvr).Namespace(e.Namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return r.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
-			return r.Watch(ctx, o)
-		},
-	}
-	s, err := wgwatch.NewStream(lw, h, wgwatch.StreamOptions{Resource: gvr.GroupResource(), Name: name})
+	s, err := wgwatch.NewStream(clientgo.ListWatch(e.Dynamic, gvr, e.Namespace), h, wgwatch.StreamOptions{Resource: gvr.GroupResource(), Name: name})
 	if err != nil {
 		return err
 	}
