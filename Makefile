@@ -9,7 +9,7 @@ E2E_LOG  ?= $(CURDIR)/e2e.log
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: test check-format vet unit fuzz e2e examples bench
+.PHONY: test check-format vet unit fuzz e2e examples bench stress
 
 test: check-format vet e2e examples unit fuzz
 
@@ -70,3 +70,17 @@ examples:
 # Benchmarks are not part of `test`; the README records their figures.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./watch/
+
+# The unit tests of both modules as a busy CI machine runs them: one shell
+# busy loop per core for the whole run, every test 20 times. Not part of
+# `test`; run it before calling a change done. STRESS_COUNT and STRESS_BURNERS
+# override the defaults.
+STRESS_COUNT   ?= 20
+STRESS_BURNERS ?= $(shell nproc 2>/dev/null || echo 2)
+
+stress:
+	@pids=""; for i in $$(seq $(STRESS_BURNERS)); do ( while :; do :; done ) & pids="$$pids $$!"; done; \
+	trap 'kill $$pids 2>/dev/null' EXIT; \
+	echo "stress: $(STRESS_BURNERS) busy loops, -count=$(STRESS_COUNT)"; \
+	$(GO) test -race -count=$(STRESS_COUNT) ./... && \
+	( cd examples && $(GO) test -race -count=$(STRESS_COUNT) $$($(GO) list ./... | grep -v -e /e2e$$ -e /demo$$) )

@@ -1,4 +1,4 @@
-package watchgrade_test
+package depgraph_test
 
 import (
 	"bufio"
@@ -29,17 +29,17 @@ func TestImportGraph(t *testing.T) {
 		// notDirect may not be imported by the package's own files.
 		notDirect []string
 	}{
-		{pkg: "./watch", forbidden: []string{"github.com/prometheus/", "github.com/google/go-cmp", "github.com/watchgrade/watchgrade/watch/watchtest", "testing"}},
-		{pkg: "./watch/watchtest", forbidden: []string{"github.com/prometheus/", "testing"}},
+		{pkg: "github.com/watchgrade/watchgrade/watch", forbidden: []string{"github.com/prometheus/", "github.com/google/go-cmp", "github.com/watchgrade/watchgrade/watch/watchtest", "testing"}},
+		{pkg: "github.com/watchgrade/watchgrade/watch/watchtest", forbidden: []string{"github.com/prometheus/", "testing"}},
 		// readiness reaches client-go only through watch, whose Stream is
 		// built on client-go's ListerWatcher; its own code needs none.
-		{pkg: "./readiness", forbidden: []string{"github.com/prometheus/", "github.com/google/go-cmp", "sigs.k8s.io/cli-utils", "testing"}, notDirect: []string{"k8s.io/client-go"}},
-		{pkg: "./readiness/readinesstest", forbidden: []string{"github.com/prometheus/"}},
+		{pkg: "github.com/watchgrade/watchgrade/readiness", forbidden: []string{"github.com/prometheus/", "github.com/google/go-cmp", "sigs.k8s.io/cli-utils", "testing"}, notDirect: []string{"k8s.io/client-go"}},
+		{pkg: "github.com/watchgrade/watchgrade/readiness/readinesstest", forbidden: []string{"github.com/prometheus/"}},
 		// events takes one-method recorder interfaces that client-go's
 		// recorders satisfy, so it needs no client-go at all.
-		{pkg: "./events", forbidden: []string{"k8s.io/client-go", "github.com/prometheus/", "github.com/google/go-cmp", "testing"}},
-		{pkg: "./metrics", forbidden: []string{"github.com/google/go-cmp", "testing", "github.com/prometheus/client_golang/prometheus/promauto"}, notDirect: []string{"k8s.io/client-go"}},
-		{pkg: "./internal/...", forbidden: []string{"k8s.io/", "github.com/prometheus/"}},
+		{pkg: "github.com/watchgrade/watchgrade/events", forbidden: []string{"k8s.io/client-go", "github.com/prometheus/", "github.com/google/go-cmp", "testing"}},
+		{pkg: "github.com/watchgrade/watchgrade/metrics", forbidden: []string{"github.com/google/go-cmp", "testing", "github.com/prometheus/client_golang/prometheus/promauto"}, notDirect: []string{"k8s.io/client-go"}},
+		{pkg: "github.com/watchgrade/watchgrade/internal/...", forbidden: []string{"k8s.io/", "github.com/prometheus/"}},
 	}
 	matches := func(dep, bad string) bool {
 		return dep == bad || strings.HasPrefix(dep, bad+"/") || (strings.HasSuffix(bad, "/") && strings.HasPrefix(dep, bad))
@@ -75,7 +75,7 @@ func TestImportGraph(t *testing.T) {
 // TestGoModIsLean checks the root go.mod itself: through minimum version
 // selection, whatever it requires changes what every user builds with.
 func TestGoModIsLean(t *testing.T) {
-	f, err := os.Open("go.mod")
+	f, err := os.Open("../../go.mod")
 	if err != nil {
 		t.Fatal(err)
 	}
