@@ -1,15 +1,55 @@
-// Package watchtest provides a scripted ListerWatcher that can produce every
-// way a watch session ends, for tests of code built on
-// [github.com/watchgrade/watchgrade/watch] and for tests of your own
-// controllers.
+// Package watchtest provides two stand-ins for the kube-apiserver, for tests
+// of code built on [github.com/watchgrade/watchgrade/watch] and of your own
+// controllers: a simulated API server that behaves like the real one over
+// hours of virtual time, and a scripted ListerWatcher that plays exactly the
+// sessions a test names.
 //
-// A [ListerWatcher] plays [Session] scripts in order, one per Watch call, and
-// [List] results in order, one per List call, and records every call with
-// its options. Build scripts from the helpers: [Added], [Bookmark],
-// [InitialEventsEnd], [ErrorEvent], [Expired], [Forbidden], [NotFound],
-// [TooManyRequests], [ConnectionRefused].
+// # Which one to use
 //
-// # How it differs from a real API server
+// Use a [Server] to test behaviour over time: run a stream, an
+// instrumented informer or a plain client-go informer over it inside a
+// testing/synctest bubble, write objects, set [Faults] (a RoleBinding
+// removed, a proxy cutting watches, a server refusing connections), expire
+// cursors with [Server.Restart], and check what your handler ends up with
+// against [Server.Objects]. It keeps state: resourceVersions increase, a
+// resume gets what happened since its cursor, a watch cache window expires
+// old cursors, lists paginate, watches time out, bookmarks come.
+//
+// Use a [ListerWatcher] to pin down one exact sequence: this event, then
+// this ERROR, then this refused open. It keeps no state and ignores the
+// options it is given, so it shows what a stream does with input a real
+// server sends rarely, or never.
+//
+// client-go's fake clientset is neither: it stores objects without
+// resourceVersions, never expires a cursor, never times a watch out, and
+// sends no bookmarks. Streams and informers work over it (see the watch
+// package), but it cannot show how they behave when things go wrong.
+//
+// # How the simulated server differs from a real one
+//
+//   - One collection, one resource; no namespaces beyond the objects'
+//     own, no selectors (a label or field selector is accepted and
+//     ignored), no admission, no RBAC beyond [Faults.Err].
+//   - resourceVersions are the collection's own counter, not etcd's
+//     revision; [Server.AdvanceRevision] stands for writes to other
+//     resources.
+//   - A continue token is kept in memory; an exact LIST at an old
+//     resourceVersion is rebuilt from the full history (the server never
+//     forgets one).
+//   - The typed clientset retries a 429 or 5xx with Retry-After up to 10
+//     times before a caller sees it; the server answers each request once.
+//   - There is no slow-consumer cut-off and no HTTP/2 connection shared
+//     between watches; responses are not compressed.
+//   - A faulted request fails at once; a real one may first take its time.
+//
+// The end-to-end tests of this module run the same scenarios against a
+// real kube-apiserver: where the two disagree, the simulation is wrong.
+//
+// Inside synctest bubbles, client-go's runtime.HandleError sleeps for
+// decades after a reflector's first error; call [DisableHandleErrorBackoff]
+// from TestMain.
+//
+// # How the scripted ListerWatcher differs from a real server
 //
 //   - It plays scripts; it keeps no state. A Watch does not depend on the
 //     resourceVersion it is given, and a List returns what the script says.
@@ -23,6 +63,10 @@
 //     slow-consumer cut-off and no HTTP/2 connection shared between watches.
 //   - The typed clientset retries a 429 or 5xx with Retry-After up to 10
 //     times before a caller sees it; a script's error is returned at once.
+//
+// Build scripts from the helpers: [Added], [Bookmark], [InitialEventsEnd],
+// [ErrorEvent], [Expired], [Forbidden], [NotFound], [TooManyRequests],
+// [ConnectionRefused], [ServiceUnavailable], [TooLargeResourceVersion].
 package watchtest
 
 import (
@@ -316,6 +360,20 @@ func NotFound() error {
 // TooManyRequests returns a 429 carrying Retry-After in seconds.
 func TooManyRequests(retryAfterSeconds int) error {
 	return apierrors.NewTooManyRequests("too many requests", retryAfterSeconds)
+}
+
+// ServiceUnavailable returns a 503, as a server being shut down or an
+// overloaded aggregated API server gives.
+func ServiceUnavailable() error {
+	return apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
+}
+
+// TooLargeResourceVersion returns the error a server gives for a
+// resourceVersion newer than anything it has (after an etcd restore, or a
+// rebuilt cluster behind the same address): 504 Timeout with cause
+// ResourceVersionTooLarge and a Retry-After of 1 second.
+func TooLargeResourceVersion() error {
+	return tooLarge(900, 12)
 }
 
 // ConnectionRefused returns the error a dial to a stopped server gives.
