@@ -275,7 +275,7 @@ func TestCoreV1RecorderKeepsMessage(t *testing.T) {
 func TestRoutineReconnectRecordsNothing(t *testing.T) {
 	v := wgwatch.Grade(wgwatch.Ending{
 		Stage: wgwatch.StageStream, Cause: wgwatch.CauseClosed,
-		Duration: 45 * time.Minute, Events: 12, CursorMoved: true,
+		Duration: 45 * time.Minute, Events: 12, Live: true,
 	}, wgwatch.Policy{})
 	if v.Publish {
 		t.Fatalf("Grade(routine close).Publish = true, want false")

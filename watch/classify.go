@@ -2,6 +2,8 @@ package watch
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -19,14 +21,16 @@ type Class string
 const (
 	// ClassNone: no error (a clean close, a teardown).
 	ClassNone Class = "none"
-	// ClassExpired: the cursor expired (HTTP 410, reason Expired or Gone).
-	// Routine: the stream replays.
+	// ClassExpired: the cursor cannot be served any more: it expired (HTTP
+	// 410, reason Expired or Gone), or it is newer than anything the server
+	// has (504 with cause ResourceVersionTooLarge). Routine: the stream
+	// replays.
 	ClassExpired Class = "expired"
 	// ClassTransient: expected to heal by itself (429, 5xx, timeouts,
 	// connection errors, anything unknown).
 	ClassTransient Class = "transient"
 	// ClassNeedsHuman: will not heal until someone acts (401, 403, 404, 400,
-	// 405, 422).
+	// 405, 422, a refused TLS certificate).
 	ClassNeedsHuman Class = "needs_human"
 )
 
@@ -43,6 +47,7 @@ func Classes() []Class {
 //	error                                                   class         reason
 //	------------------------------------------------------  ------------  ----------------------------
 //	Status code 410, or reason Expired or Gone              expired       ExpiredResourceVersion
+//	504 with cause ResourceVersionTooLarge                  expired       ResourceVersionTooLarge
 //	401 / Unauthorized                                      needs human   Unauthorized
 //	403 / Forbidden                                         needs human   Forbidden
 //	404 / NotFound                                          needs human   ResourceNotFound
@@ -50,6 +55,7 @@ func Classes() []Class {
 //	429 / TooManyRequests                                   transient     TooManyRequests
 //	504, Timeout, ServerTimeout, context deadline           transient     Timeout
 //	500, 503 and any other 5xx                              transient     ServerError
+//	a TLS certificate refused (x509), a non-TLS server      needs human   CertificateInvalid
 //	io.EOF, connection refused or reset, net.Error          transient     ConnectionFailed
 //	anything else                                           transient     WatchFailed
 func Classify(err error) (Class, Reason) {
@@ -62,6 +68,8 @@ func Classify(err error) (Class, Reason) {
 		switch {
 		case s.Code == http.StatusGone || s.Reason == metav1.StatusReasonExpired || s.Reason == metav1.StatusReasonGone:
 			return ClassExpired, ReasonExpiredResourceVersion
+		case apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge):
+			return ClassExpired, ReasonResourceVersionTooLarge
 		case s.Code == http.StatusUnauthorized || s.Reason == metav1.StatusReasonUnauthorized:
 			return ClassNeedsHuman, ReasonUnauthorized
 		case s.Code == http.StatusForbidden || s.Reason == metav1.StatusReasonForbidden:
@@ -82,6 +90,9 @@ func Classify(err error) (Class, Reason) {
 		}
 		return ClassTransient, ReasonWatchFailed
 	}
+	if certificateRefused(err) {
+		return ClassNeedsHuman, ReasonCertificateInvalid
+	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return ClassTransient, ReasonTimeout
@@ -97,6 +108,21 @@ func Classify(err error) (Class, Reason) {
 		return ClassTransient, ReasonConnectionFailed
 	}
 	return ClassTransient, ReasonWatchFailed
+}
+
+// certificateRefused reports whether err is the client refusing the
+// server's TLS certificate, or a server that does not speak TLS: neither
+// heals by retrying.
+func certificateRefused(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		header   tls.RecordHeaderError
+		unknown  x509.UnknownAuthorityError
+		invalid  x509.CertificateInvalidError
+		hostname x509.HostnameError
+	)
+	return errors.As(err, &verify) || errors.As(err, &header) || errors.As(err, &unknown) ||
+		errors.As(err, &invalid) || errors.As(err, &hostname)
 }
 
 // retryAfter returns the server's Retry-After hint carried by err, or zero.

@@ -19,25 +19,30 @@ import (
 // A routine close is graded "closed" and resumed from the cursor; an expired
 // cursor is graded "expired" and replayed. Neither is a failure.
 func ExampleGrade() {
+	// The server's routine timeout, after a live session: nothing to say.
 	closed := wgwatch.Grade(wgwatch.Ending{
-		Stage: wgwatch.StageStream, Cause: wgwatch.CauseClosed, Duration: 42 * time.Minute, Events: 120,
+		Stage: wgwatch.StageStream, Cause: wgwatch.CauseClosed, Duration: 42 * time.Minute, Events: 120, Live: true,
 	}, wgwatch.Policy{})
 	fmt.Println(closed.Outcome, closed.Next, closed.Publish)
 
+	// A 410 after a live session: replay at once; Replaying is published
+	// only if the stream is not live again within ReplayGrace.
 	expired := wgwatch.Grade(wgwatch.Ending{
-		Stage: wgwatch.StageStream, Cause: wgwatch.CauseError, Err: watchtest.Expired(),
+		Stage: wgwatch.StageStream, Cause: wgwatch.CauseError, Err: watchtest.Expired(), Live: true,
 	}, wgwatch.Policy{})
-	fmt.Println(expired.Outcome, expired.Next, expired.State.Phase, expired.State.Reason)
+	first := expired.Escalations[0]
+	fmt.Println(expired.Outcome, expired.Next, expired.Publish, first.After, first.State.Phase, first.State.Reason)
 
+	// A Forbidden seen for 20 seconds, past the grace of a fresh install.
 	forbidden := wgwatch.Grade(wgwatch.Ending{
 		Stage: wgwatch.StageOpen, Cause: wgwatch.CauseError, Err: watchtest.Forbidden(),
-		Failures: 5, Trouble: time.Minute,
+		Failures: 5, Trouble: 20 * time.Second, NeedsHumanFor: 20 * time.Second,
 	}, wgwatch.Policy{})
-	fmt.Println(forbidden.Outcome, forbidden.State.Phase, forbidden.State.Reason, forbidden.State.NeedsHuman)
+	fmt.Println(forbidden.Outcome, forbidden.State.Phase, forbidden.State.Reason, forbidden.State.NeedsHuman, forbidden.Wait)
 	// Output:
 	// closed Resume false
-	// expired Replay Replaying ExpiredResourceVersion
-	// error Blocked Forbidden true
+	// expired Replay false 10s Replaying ExpiredResourceVersion
+	// error Blocked Forbidden true Slow
 }
 
 func ExampleClassify() {
@@ -97,8 +102,8 @@ func ExampleStream() {
 	// state: Starting Starting
 	// state: Replaying InitialSync
 	// snapshot of 1 objects at 11
-	// state: Streaming Watching
 	// MODIFIED a 12
+	// state: Streaming Watching
 	// session ended: closed
 	// session ended: closed
 	// cursor: 15

@@ -43,8 +43,8 @@ const (
 	CauseReplayDeadline Cause = "ReplayDeadline"
 )
 
-// Ending describes one session ending and the stream's recent history: all
-// that [Grade] needs to decide what it means.
+// Ending describes one session ending and the stream's history: all that
+// [Grade] needs to decide what it means.
 type Ending struct {
 	// OwnerDone is true when the owner's context was done when the session
 	// ended. It wins over everything else: a close that races a teardown is a
@@ -58,52 +58,65 @@ type Ending struct {
 	Err error
 	// Duration is how long the session lasted.
 	Duration time.Duration
-	// Events is the number of objects delivered in the session.
+	// Events is the number of objects delivered in the session, a replay's
+	// included.
 	Events int
-	// CursorMoved is true when the session advanced the cursor (an event or
-	// a bookmark).
-	CursorMoved bool
+	// Live is true when the session went live: after its replay, if it had
+	// one, it delivered an event or a bookmark, or stayed open for
+	// [Policy.ShortSession]. A live session is healthy however it ended; a
+	// replay alone is not.
+	Live bool
 
-	// Failures counts the sessions in a row before this one that were not
-	// healthy (see [Verdict.Healthy]).
+	// Failures counts the sessions in a row before this one that did not
+	// go live.
 	Failures int
-	// Trouble is how long the current run of unhealthy sessions has lasted:
-	// from the end of its first session until this ending. Zero when
-	// Failures is zero.
+	// Trouble is how long the stream has gone without a live session, at
+	// this ending: since the last live session ended, or since the stream
+	// started if none has. Zero when this session was live.
 	Trouble time.Duration
+	// NeedsHumanFor is how long the failures that need a human have gone
+	// on in a row before this ending: from the first of them to now. Zero
+	// when there were none just before.
+	NeedsHumanFor time.Duration
+	// Replays counts the replays started since the stream was last live,
+	// this session's included.
+	Replays int
 	// ShortCloses counts the short, empty closes in a row before this one.
 	ShortCloses int
-	// FlapReplayed is true when a replay was already tried during the
-	// current run of short closes.
-	FlapReplayed bool
 }
 
 // Policy holds the thresholds of [Grade]. Its zero value uses the defaults.
 type Policy struct {
-	// ShortSession is the duration under which a clean close that delivered
-	// nothing and left the cursor where it was counts as short.
+	// ShortSession is how long a session must stay open, after its replay
+	// if it had one, to count as live without delivering anything; a clean
+	// close that comes sooner, with nothing delivered, is short.
 	// Defaults to 1s.
 	ShortSession time.Duration
 	// FlapAfter is the number of short closes in a row, a replay having been
-	// tried among them, after which the stream is Blocked with
-	// ReasonFlapping. Defaults to 3.
+	// tried since the stream was last live, after which the stream is
+	// Blocked with ReasonFlapping. Defaults to 3.
 	FlapAfter int
-	// TransientGrace is how long transient failures may last before the
-	// stream is published as Blocked. Defaults to 30s.
+	// TransientGrace is how long a stream may go without a live session
+	// before it is published as Blocked, whatever the cause: a stream that
+	// is not live is losing data, and an apiserver rolling over is done in
+	// less. Defaults to 30s.
 	TransientGrace time.Duration
-	// HumanGrace is how long failures that need a human may last before
-	// they are published: a Role, RoleBinding or CRD applied together with
-	// the controller takes seconds to take effect, and a fresh install must
-	// not raise a Warning. Defaults to 15s.
+	// HumanGrace is how long failures that need a human may go on, seen
+	// by the stream's own requests, before they are published as needing a
+	// human: a Role, RoleBinding or CRD applied together with the
+	// controller takes seconds to take effect, and a fresh install must not
+	// raise a Warning. Defaults to 15s.
 	HumanGrace time.Duration
-	// ProgressDeadline is how long a stream may go without a healthy
-	// session, whatever the cause, before it needs a human.
-	// Defaults to 5m.
+	// ProgressDeadline is how long a stream may go without a live session,
+	// whatever the cause, before it needs a human. It has a timer of its
+	// own: the stream is published within moments of the deadline, not at
+	// its next session ending. Defaults to 5m.
 	ProgressDeadline time.Duration
-	// ReplayGrace is how long the replay after an expiry may take before
-	// the stream is published as Replaying. Every apiserver restart expires
-	// every cursor (the new watch cache starts after them); a replay that
-	// is done within the grace loses nothing and is not news.
+	// ReplayGrace is how long a stream whose cursor expired may go without
+	// a live session (its replay, and the first moments of the session
+	// after it) before it is published as Replaying. Every apiserver
+	// restart expires every cursor (the new watch cache starts after them);
+	// a replay done within the grace loses nothing and is not news.
 	// Defaults to 10s.
 	ReplayGrace time.Duration
 }
@@ -172,21 +185,21 @@ type Verdict struct {
 	// Class is the class of the error that ended the session, ClassNone for
 	// a clean close or a teardown.
 	Class Class
-	// Healthy is true when the session counts as healthy: it resets the
-	// backoff and the failure history.
+	// Healthy is true when the session went live ([Ending.Live]): it
+	// resets the backoff and the history of failures.
 	Healthy bool
 	// ShortClose is true when the session was a short, empty clean close; it
 	// extends the run that [Ending.ShortCloses] counts.
 	ShortClose bool
-	// Publish is true when the stream must publish State.
+	// Publish is true when the stream must publish State now.
 	Publish bool
-	// PublishAfter, when positive, defers the publication: the stream
-	// publishes State only if the replay it starts has not delivered its
-	// snapshot by then.
-	PublishAfter time.Duration
 	// State is the state to publish when Publish is true; its Stream and
 	// Resource are left for the caller to fill in.
 	State State
+	// Escalations are the states to publish if the stream is still not live
+	// that long after this ending, latest last. A session going live
+	// cancels them; the next ending replaces them.
+	Escalations []Escalation
 	// Next is what to do next.
 	Next Next
 	// Wait is how long to wait before doing it.
@@ -195,39 +208,58 @@ type Verdict struct {
 	RetryAfter time.Duration
 }
 
+// Escalation is a state a stream publishes if it has still not gone live
+// After its last ending: what it is not yet sure enough of to publish now.
+type Escalation struct {
+	After time.Duration
+	State State
+}
+
 // Grade decides what a session ending means. It is pure: no I/O, no clock;
 // everything it needs is in the [Ending]. Rows are checked from top to
-// bottom; the first that matches decides.
+// bottom; the first that matches decides. Health is judged over time: a
+// live session ([Ending.Live]) is healthy however it ended, and what a
+// failure publishes depends on how long the stream has gone without one
+// ([Ending.Trouble]), not on how many sessions failed.
 //
-//	how it ended                                 outcome   publishes                         next
-//	-------------------------------------------  --------  --------------------------------  -----------------------
-//	owner's context done, whatever else          teardown  nothing                           stop
-//	410 Expired/Gone: open, ERROR event, replay,  expired   Replaying/ExpiredResourceVersion  replay at once (after
-//	  or LIST                                       if the replay outlasts                    backoff if a replay
-//	                                                ReplayGrace                               keeps expiring)
-//	clean close, healthy (≥ ShortSession, or an  closed    nothing                           resume at once
-//	  event, or the cursor moved)
-//	clean close of a replay, not short           closed    nothing                           replay at once
-//	short empty close, the first in a row        closed    nothing                           resume at once
-//	short empty close, no replay tried yet       closed    nothing                           replay after backoff
-//	short empty close, FlapAfter in a row, a     closed    Blocked/Flapping                  resume (replay if it was
-//	  replay tried (or this one a replay)                                                       a replay) after backoff
-//	short empty close, otherwise                 closed    nothing                           as above, after backoff
-//	replay deadline passed                       error     Blocked/ReplayTimedOut            replay after backoff
-//	needs a human: 401, 403, 404, 400, 405, 422  error     Blocked, needs human, once        resume (replay if the
-//	                                                         Trouble ≥ HumanGrace              replay failed) after
-//	                                                                                            backoff; slow once
-//	                                                                                            published
-//	transient: 429, 5xx, timeouts, connection    error     Blocked once Trouble ≥            resume (replay if the
-//	  errors, bad events, handler errors                    TransientGrace                    replay failed) after
-//	                                                                                            backoff
+//	how it ended                                   outcome   publishes now                     next
+//	---------------------------------------------  --------  --------------------------------  ---------------------------
+//	owner's context done, whatever else            teardown  nothing                           stop
+//	a live session, however it ended:
+//	  clean close (the server's timeout)           closed    nothing                           resume at once
+//	  410, or too large resourceVersion            expired   nothing                           replay at once
+//	  any other error (a stream reset, the         error     nothing                           resume after backoff,
+//	    handler)                                                                                 which starts over
+//	not live, 410 or too large resourceVersion:    expired   Replaying once Trouble ≥          replay: at once if no
+//	                                                           ReplayGrace                       replay since live,
+//	                                                                                             else after backoff
+//	not live, a clean close:
+//	  short, the first, no replay since live       closed    nothing                           resume at once
+//	  short, no replay since live                  closed    nothing                           replay after backoff
+//	  short, FlapAfter in a row                    closed    Blocked/Flapping                  resume (replay if it was
+//	                                                                                             one) after backoff
+//	  short, otherwise                             closed    nothing                           as above
+//	  a replay cut before it was complete          closed    nothing                           replay (after backoff if
+//	                                                                                             it keeps happening)
+//	not live, needs a human: 401, 403, 404, 400,   error     Blocked, needs human, once        resume (replay if the
+//	  405, 422, a refused TLS certificate                      NeedsHumanFor ≥ HumanGrace;       replay failed) after
+//	                                                           slow retries from then on         backoff
+//	not live, transient: 429, 5xx, timeouts,       error     nothing                           as above
+//	  connection errors, bad events, handler
+//	  errors, a replay past its deadline
 //
-// Whatever the row, an unhealthy ending whose Trouble has reached
-// ProgressDeadline is published as Blocked with NeedsHuman set and
-// [ReasonProgressDeadlineExceeded]: a stream that has not streamed for that
-// long is stalled, whatever the cause. A handler error takes the class of the
-// error it returned ([Classify]), so a handler that reports a Forbidden from
-// its own API call needs a human too.
+// Whatever the row, an ending that is not live publishes Blocked (with the
+// ending's reason; NeedsHuman only once the needs-a-human row says so) if
+// Trouble has reached TransientGrace, and Blocked with NeedsHuman and
+// [ReasonProgressDeadlineExceeded] if it has reached ProgressDeadline: a
+// stream that has not been live for that long is losing data, then
+// stalled, whatever the cause. The thresholds not reached yet are
+// [Verdict.Escalations], which a stream publishes on a timer if it has not
+// gone live by then (after an expiry: Replaying at ReplayGrace, then the
+// deadline). A short close is one that came before the session went live;
+// its reason is [ReasonFlapping]. A handler error takes the class of the
+// error it returned ([Classify]), so a handler that reports a Forbidden
+// from its own API call needs a human too.
 //
 // Retry-After from the server ([Verdict.RetryAfter]) is a floor for any wait.
 func Grade(e Ending, p Policy) Verdict {
@@ -235,113 +267,168 @@ func Grade(e Ending, p Policy) Verdict {
 	if e.OwnerDone {
 		return Verdict{Outcome: OutcomeTeardown, Class: ClassNone, Next: NextStop, Wait: WaitNone}
 	}
-	var v Verdict
-	switch e.Cause {
-	case CauseClosed:
-		v = gradeClose(e, p)
-	case CauseReplayDeadline:
-		v = Verdict{
-			Outcome: OutcomeError, Class: ClassTransient,
-			Publish: true,
-			State: State{Phase: PhaseBlocked, Reason: ReasonReplayTimedOut,
-				Message: "the replay did not reach its initial-events-end bookmark in time; replaying again"},
-			Next: NextReplay, Wait: WaitBackoff,
+	class, reason := classOf(e)
+	if e.Cause == CauseClosed && !e.Live {
+		reason = ReasonFlapping
+	}
+	v := Verdict{Outcome: OutcomeError, Class: class, Healthy: e.Live, RetryAfter: retryAfter(e.Err)}
+	switch {
+	case e.Cause == CauseClosed:
+		v.Outcome = OutcomeClosed
+	case class == ClassExpired:
+		v.Outcome = OutcomeExpired
+	}
+	replayStage := e.Stage == StageReplay || e.Stage == StageList
+	// A session that closed before it went live is short, unless it was
+	// a replay that took its time and was cut before it was complete.
+	short := e.Cause == CauseClosed && !e.Live &&
+		(e.Stage != StageReplay || (e.Duration < p.ShortSession && e.Events == 0))
+	switch {
+	case e.Live:
+		v.Next, v.Wait = NextResume, WaitNone
+		if class == ClassExpired {
+			v.Next = NextReplay
+		} else if v.Outcome == OutcomeError {
+			v.Wait = WaitBackoff
+		}
+	case class == ClassExpired:
+		// Resuming from an expired cursor is answered by a replay at
+		// once; only replays that keep failing back off.
+		v.Next, v.Wait = NextReplay, WaitNone
+		if e.Replays > 0 {
+			v.Wait = WaitBackoff
+		}
+	case short:
+		v.ShortClose = true
+		v.Next, v.Wait = gradeShortClose(e, p, replayStage, &v)
+	case e.Cause == CauseClosed:
+		// Only a replay can close before it went live without being short:
+		// its snapshot was not delivered, so the cursor is of no use.
+		v.Next, v.Wait = NextReplay, WaitNone
+		if e.Failures > 0 {
+			v.Wait = WaitBackoff
 		}
 	default:
-		v = gradeError(e, p)
-	}
-	if !v.Healthy && v.Outcome != OutcomeExpired && e.Failures > 0 && e.Trouble >= p.ProgressDeadline {
-		cause := v.State.Message
-		if !v.Publish {
-			cause = describe(e)
+		v.Next, v.Wait = NextResume, WaitBackoff
+		if replayStage {
+			v.Next = NextReplay
 		}
+	}
+	if e.Live {
+		v.Escalations = escalations(e, class, reason, p)
+		return v
+	}
+	switch {
+	case e.Trouble >= p.ProgressDeadline:
+		v.Publish, v.State = true, deadlineState(e, p)
+	case class == ClassNeedsHuman && e.NeedsHumanFor >= p.HumanGrace:
 		v.Publish = true
-		v.State = State{
-			Phase: PhaseBlocked, Reason: ReasonProgressDeadlineExceeded, NeedsHuman: true,
-			Message: fmt.Sprintf("no healthy watch session for over %s; last: %s", p.ProgressDeadline, cause),
-		}
+		v.State = State{Phase: PhaseBlocked, Reason: reason, NeedsHuman: true, Message: describe(e)}
+	case class == ClassExpired && e.Trouble >= p.ReplayGrace:
+		v.Publish, v.State = true, replayingState(reason)
+	case v.Publish:
+		// Flapping, from gradeShortClose.
+	case class != ClassExpired && e.Trouble >= p.TransientGrace:
+		v.Publish = true
+		v.State = State{Phase: PhaseBlocked, Reason: reason, Message: describe(e)}
 	}
+	if v.Publish && class == ClassNeedsHuman && v.State.NeedsHuman {
+		// It heals when someone fixes it, not sooner.
+		v.Wait = WaitSlow
+	}
+	v.Escalations = escalations(e, class, reason, p)
 	return v
 }
 
-func gradeClose(e Ending, p Policy) Verdict {
-	v := Verdict{Outcome: OutcomeClosed, Class: ClassNone}
-	// A replay that was cut short starts over: its snapshot was not
-	// delivered, so the cursor is of no use.
+// gradeShortClose decides what follows a short, empty clean close, and
+// sets v's Flapping state when the run is long enough.
+func gradeShortClose(e Ending, p Policy, replayStage bool, v *Verdict) (Next, Wait) {
 	again := NextResume
-	if e.Stage == StageReplay || e.Stage == StageList {
+	if replayStage {
+		// A replay cut short starts over: its snapshot was not delivered.
 		again = NextReplay
 	}
-	short := e.Duration < p.ShortSession && e.Events == 0 && !e.CursorMoved
-	if !short {
-		v.Healthy = again == NextResume
-		v.Next, v.Wait = again, WaitNone
-		return v
-	}
-	v.ShortClose = true
 	n := e.ShortCloses + 1
-	tried := e.FlapReplayed || again == NextReplay
+	tried := e.Replays > 0
 	switch {
-	case n == 1 && again == NextResume:
-		v.Next, v.Wait = NextResume, WaitNone
+	case n == 1 && !tried:
+		return NextResume, WaitNone
 	case !tried:
 		// A stale cursor can look like this (proxies, resources without a
 		// watch cache): try the collection afresh once.
-		v.Next, v.Wait = NextReplay, WaitBackoff
+		return NextReplay, WaitBackoff
 	case n >= p.FlapAfter:
-		v.Next, v.Wait = again, WaitBackoff
 		v.Publish = true
 		v.State = State{Phase: PhaseBlocked, Reason: ReasonFlapping,
 			Message: "watch sessions keep closing at once without events, even after a replay"}
-	default:
-		v.Next, v.Wait = again, WaitBackoff
 	}
-	return v
+	return again, WaitBackoff
 }
 
-func gradeError(e Ending, p Policy) Verdict {
-	class, reason := Classify(e.Err)
+// escalations lists the thresholds of Trouble this ending has not reached,
+// and what the stream publishes if it is still not live then.
+func escalations(e Ending, class Class, reason Reason, p Policy) []Escalation {
+	var out []Escalation
+	at := func(threshold time.Duration, st State) {
+		if threshold > e.Trouble {
+			out = append(out, Escalation{After: threshold - e.Trouble, State: st})
+		}
+	}
+	switch {
+	case class == ClassExpired:
+		at(p.ReplayGrace, replayingState(reason))
+	case e.Live && e.Cause == CauseClosed:
+		at(p.TransientGrace, State{Phase: PhaseBlocked, Reason: ReasonNoLiveSession,
+			Message: fmt.Sprintf("no watch session has gone live for over %s since the last one closed", p.TransientGrace)})
+	case !e.Live && e.Cause == CauseClosed:
+		at(p.TransientGrace, State{Phase: PhaseBlocked, Reason: ReasonFlapping, Message: describe(e)})
+	default:
+		// Once the evidence says a human must act, later escalations say
+		// so too.
+		human := class == ClassNeedsHuman && e.NeedsHumanFor >= p.HumanGrace
+		at(p.TransientGrace, State{Phase: PhaseBlocked, Reason: reason, NeedsHuman: human, Message: describe(e)})
+	}
+	at(p.ProgressDeadline, deadlineState(e, p))
+	return out
+}
+
+func replayingState(reason Reason) State {
+	msg := "the resourceVersion expired; replaying the collection"
+	if reason == ReasonResourceVersionTooLarge {
+		msg = "the server has no such resourceVersion (too large); replaying the collection"
+	}
+	return State{Phase: PhaseReplaying, Reason: reason, Message: msg}
+}
+
+func deadlineState(e Ending, p Policy) State {
+	return State{
+		Phase: PhaseBlocked, Reason: ReasonProgressDeadlineExceeded, NeedsHuman: true,
+		Message: fmt.Sprintf("no live watch session for over %s; last: %s", p.ProgressDeadline, describe(e)),
+	}
+}
+
+// classOf is the class and reason of how a session ended.
+func classOf(e Ending) (Class, Reason) {
 	switch e.Cause {
+	case CauseClosed:
+		return ClassNone, ""
+	case CauseReplayDeadline:
+		return ClassTransient, ReasonReplayTimedOut
 	case CauseBadEvent:
-		class, reason = ClassTransient, ReasonBadEvent
-	case CauseHandler:
+		return ClassTransient, ReasonBadEvent
+	}
+	class, reason := Classify(e.Err)
+	if e.Cause == CauseHandler {
 		if class != ClassNeedsHuman {
 			class = ClassTransient
 		}
 		reason = ReasonHandlerFailed
 	}
-	v := Verdict{Outcome: OutcomeError, Class: class, Wait: WaitBackoff, RetryAfter: retryAfter(e.Err)}
-	if class == ClassExpired {
-		v.Outcome = OutcomeExpired
-		v.Publish = true
-		v.State = State{Phase: PhaseReplaying, Reason: ReasonExpiredResourceVersion,
-			Message: "the resourceVersion expired; replaying the collection"}
-		v.PublishAfter = p.ReplayGrace
-		v.Next = NextReplay
-		// Resuming from an expired cursor is answered by a replay at once;
-		// only a replay that itself keeps expiring backs off.
-		if e.Failures == 0 || (e.Stage != StageReplay && e.Stage != StageList) {
-			v.Wait = WaitNone
-		}
-		return v
+	if class == ClassNone {
+		// An error cause with no error: nothing to go on but that it failed.
+		class, reason = ClassTransient, ReasonWatchFailed
 	}
-	v.Next = NextResume
-	if e.Stage == StageReplay || e.Stage == StageList {
-		v.Next = NextReplay
-	}
-	grace := p.TransientGrace
-	if class == ClassNeedsHuman {
-		grace = p.HumanGrace
-	}
-	if e.Failures > 0 && e.Trouble >= grace {
-		v.Publish = true
-		v.State = State{Phase: PhaseBlocked, Reason: reason, NeedsHuman: class == ClassNeedsHuman,
-			Message: describe(e)}
-		if class == ClassNeedsHuman {
-			v.Wait = WaitSlow
-		}
-	}
-	return v
+	return class, reason
 }
 
 // describe says in one bounded sentence what ended the session.
@@ -349,7 +436,12 @@ func describe(e Ending) string {
 	var what string
 	switch e.Cause {
 	case CauseClosed:
+		if e.Stage == StageReplay {
+			return "replays keep closing before they are complete"
+		}
 		return "watch sessions keep closing at once without events"
+	case CauseReplayDeadline:
+		return "the replay did not reach its initial-events-end bookmark in time"
 	case CauseHandler:
 		what = "the handler failed"
 	case CauseBadEvent:

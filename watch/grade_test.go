@@ -2,6 +2,8 @@ package watch
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -24,10 +26,20 @@ var ignoreMessage = cmpopts.IgnoreFields(State{}, "Message")
 // TestGrade holds the rows of Grade's doc comment, in its order.
 func TestGrade(t *testing.T) {
 	expiredEvent := apierrorsFromObject(watchtest.ErrorEvent(watchtest.Expired()).Object)
+	reset := apierrors.NewInternalError(errors.New("unable to decode an event from the watch stream: stream error: INTERNAL_ERROR"))
 	blocked := func(r Reason, human bool) State { return State{Phase: PhaseBlocked, Reason: r, NeedsHuman: human} }
 	replaying := State{Phase: PhaseReplaying, Reason: ReasonExpiredResourceVersion}
-	tooLarge := apierrors.NewTimeoutError("Too large resource version", 1)
-	tooLarge.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge}}
+	pde := blocked(ReasonProgressDeadlineExceeded, true)
+	// esc lists escalations: after, state, after, state, ...
+	esc := func(pairs ...any) []Escalation {
+		var out []Escalation
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, Escalation{After: pairs[i].(time.Duration), State: pairs[i+1].(State)})
+		}
+		return out
+	}
+	const s, m = time.Second, time.Minute
+	x509err := &url.Error{Op: "Get", URL: "https://10.0.0.1:6443/api/v1/configmaps", Err: x509.UnknownAuthorityError{}}
 
 	tests := []struct {
 		name string
@@ -35,88 +47,130 @@ func TestGrade(t *testing.T) {
 		want Verdict
 	}{
 		// owner's context done, whatever else
-		{"teardown wins over a clean close", Ending{OwnerDone: true, Stage: StageStream, Cause: CauseClosed, Duration: time.Hour},
+		{"teardown wins over a clean close", Ending{OwnerDone: true, Stage: StageStream, Cause: CauseClosed, Duration: time.Hour, Live: true},
 			Verdict{Outcome: OutcomeTeardown, Class: ClassNone, Next: NextStop, Wait: WaitNone}},
 		{"teardown wins over an error", Ending{OwnerDone: true, Stage: StageStream, Cause: CauseError, Err: watchtest.Forbidden(), Failures: 9, Trouble: time.Hour},
 			Verdict{Outcome: OutcomeTeardown, Class: ClassNone, Next: NextStop, Wait: WaitNone}},
-		// 410 in every shape
-		{"410 Expired as an ERROR event", Ending{Stage: StageStream, Cause: CauseError, Err: expiredEvent, Duration: time.Minute},
-			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, PublishAfter: DefaultReplayGrace, State: replaying, Next: NextReplay, Wait: WaitNone}},
-		{"410 Expired from the open", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Expired()},
-			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, PublishAfter: DefaultReplayGrace, State: replaying, Next: NextReplay, Wait: WaitNone}},
-		{"410 Gone from the open", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Gone()},
-			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, PublishAfter: DefaultReplayGrace, State: replaying, Next: NextReplay, Wait: WaitNone}},
-		{"410 during a replay", Ending{Stage: StageReplay, Cause: CauseError, Err: expiredEvent},
-			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, PublishAfter: DefaultReplayGrace, State: replaying, Next: NextReplay, Wait: WaitNone}},
-		{"410 from a LIST, repeated, backs off", Ending{Stage: StageList, Cause: CauseError, Err: watchtest.Expired(), Failures: 1, Trouble: time.Second},
-			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, PublishAfter: DefaultReplayGrace, State: replaying, Next: NextReplay, Wait: WaitBackoff}},
-		{"410 past the progress deadline still replays, at once", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Expired(), Failures: 50, Trouble: time.Hour},
-			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, PublishAfter: DefaultReplayGrace, State: replaying, Next: NextReplay, Wait: WaitNone}},
-		{"410 during a replay, repeated, backs off", Ending{Stage: StageReplay, Cause: CauseError, Err: watchtest.Expired(), Failures: 2, Trouble: 3 * time.Second},
-			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, PublishAfter: DefaultReplayGrace, State: replaying, Next: NextReplay, Wait: WaitBackoff}},
-		// clean closes
-		{"healthy close after a long session", Ending{Stage: StageStream, Cause: CauseClosed, Duration: 45 * time.Minute},
-			Verdict{Outcome: OutcomeClosed, Class: ClassNone, Healthy: true, Next: NextResume, Wait: WaitNone}},
-		{"healthy close: short but delivered events", Ending{Stage: StageStream, Cause: CauseClosed, Duration: time.Millisecond, Events: 1, CursorMoved: true},
-			Verdict{Outcome: OutcomeClosed, Class: ClassNone, Healthy: true, Next: NextResume, Wait: WaitNone}},
-		{"healthy close: short but a bookmark moved the cursor", Ending{Stage: StageStream, Cause: CauseClosed, Duration: time.Millisecond, CursorMoved: true},
-			Verdict{Outcome: OutcomeClosed, Class: ClassNone, Healthy: true, Next: NextResume, Wait: WaitNone}},
-		{"clean close of a replay, not short", Ending{Stage: StageReplay, Cause: CauseClosed, Duration: 5 * time.Second, Events: 10},
-			Verdict{Outcome: OutcomeClosed, Class: ClassNone, Next: NextReplay, Wait: WaitNone}},
+		// a live session, however it ended
+		{"live: the server's timeout", Ending{Stage: StageStream, Cause: CauseClosed, Duration: 45 * m, Events: 40, Live: true},
+			Verdict{Outcome: OutcomeClosed, Class: ClassNone, Healthy: true, Next: NextResume, Wait: WaitNone,
+				Escalations: esc(30*s, blocked(ReasonNoLiveSession, false), 5*m, pde)}},
+		{"live: 410 as an ERROR event", Ending{Stage: StageStream, Cause: CauseError, Err: expiredEvent, Duration: m, Live: true},
+			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Healthy: true, Next: NextReplay, Wait: WaitNone,
+				Escalations: esc(10*s, replaying, 5*m, pde)}},
+		{"live: too large resourceVersion", Ending{Stage: StageStream, Cause: CauseError, Err: watchtest.TooLargeResourceVersion(), Live: true},
+			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Healthy: true, Next: NextReplay, Wait: WaitNone, RetryAfter: s,
+				Escalations: esc(10*s, State{Phase: PhaseReplaying, Reason: ReasonResourceVersionTooLarge}, 5*m, pde)}},
+		{"live for 40 minutes, then a stream reset", Ending{Stage: StageStream, Cause: CauseError, Err: reset, Duration: 40 * m, Events: 40, Live: true},
+			Verdict{Outcome: OutcomeError, Class: ClassTransient, Healthy: true, Next: NextResume, Wait: WaitBackoff,
+				Escalations: esc(30*s, blocked(ReasonServerError, false), 5*m, pde)}},
+		{"live, then the handler failed", Ending{Stage: StageStream, Cause: CauseHandler, Err: errors.New("db down"), Events: 3, Live: true},
+			Verdict{Outcome: OutcomeError, Class: ClassTransient, Healthy: true, Next: NextResume, Wait: WaitBackoff,
+				Escalations: esc(30*s, blocked(ReasonHandlerFailed, false), 5*m, pde)}},
+		// not live: 410 or too large
+		{"410 on the resume after a routine close: replay at once", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Expired()},
+			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Next: NextReplay, Wait: WaitNone,
+				Escalations: esc(10*s, replaying, 5*m, pde)}},
+		{"410 from a LIST: the replay itself expired, back off", Ending{Stage: StageList, Cause: CauseError, Err: watchtest.Expired(), Failures: 1, Trouble: 2 * s, Replays: 1},
+			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Next: NextReplay, Wait: WaitBackoff,
+				Escalations: esc(8*s, replaying, 5*m-2*s, pde)}},
+		{"410 on the watch after a LIST: back off too", Ending{Stage: StageOpen, Cause: CauseError, Err: expiredEvent, Failures: 1, Trouble: 3 * s, Replays: 1},
+			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Next: NextReplay, Wait: WaitBackoff,
+				Escalations: esc(7*s, replaying, 5*m-3*s, pde)}},
+		{"410 past ReplayGrace: Replaying now", Ending{Stage: StageReplay, Cause: CauseError, Err: expiredEvent, Failures: 2, Trouble: 12 * s, Replays: 2},
+			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, State: replaying, Next: NextReplay, Wait: WaitBackoff,
+				Escalations: esc(5*m-12*s, pde)}},
+		{"too large resourceVersion on the resume: replay", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.TooLargeResourceVersion()},
+			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Next: NextReplay, Wait: WaitNone, RetryAfter: s,
+				Escalations: esc(10*s, State{Phase: PhaseReplaying, Reason: ReasonResourceVersionTooLarge}, 5*m, pde)}},
+		// not live: clean closes
 		{"short empty close, the first", Ending{Stage: StageStream, Cause: CauseClosed, Duration: 10 * time.Millisecond},
-			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Next: NextResume, Wait: WaitNone}},
-		{"short empty close, the second: try a replay", Ending{Stage: StageStream, Cause: CauseClosed, ShortCloses: 1, Failures: 1},
-			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Next: NextReplay, Wait: WaitBackoff}},
-		{"short empty close after the replay, FlapAfter in a row", Ending{Stage: StageStream, Cause: CauseClosed, ShortCloses: 2, FlapReplayed: true, Failures: 2, Trouble: 2 * time.Second},
-			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Publish: true, State: blocked(ReasonFlapping, false), Next: NextResume, Wait: WaitBackoff}},
-		{"short empty replay, FlapAfter in a row", Ending{Stage: StageReplay, Cause: CauseClosed, ShortCloses: 2, Failures: 2, Trouble: 2 * time.Second},
-			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Publish: true, State: blocked(ReasonFlapping, false), Next: NextReplay, Wait: WaitBackoff}},
-		{"short empty close, replayed, below FlapAfter", Ending{Stage: StageStream, Cause: CauseClosed, ShortCloses: 1, FlapReplayed: true, Failures: 1},
-			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Next: NextResume, Wait: WaitBackoff}},
-		{"short empty replay, the first", Ending{Stage: StageReplay, Cause: CauseClosed},
-			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Next: NextReplay, Wait: WaitBackoff}},
-		// replay deadline
-		{"replay deadline passed", Ending{Stage: StageReplay, Cause: CauseReplayDeadline, Duration: 2 * time.Minute, Events: 3},
-			Verdict{Outcome: OutcomeError, Class: ClassTransient, Publish: true, State: blocked(ReasonReplayTimedOut, false), Next: NextReplay, Wait: WaitBackoff}},
-		// needs a human
-		{"403 on a fresh install: within the grace, nothing", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Forbidden(), Failures: 3, Trouble: 14 * time.Second},
-			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Next: NextResume, Wait: WaitBackoff}},
-		{"403 past the grace", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Forbidden(), Failures: 4, Trouble: 15 * time.Second},
-			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Publish: true, State: blocked(ReasonForbidden, true), Next: NextResume, Wait: WaitSlow}},
-		{"401 past the grace", Ending{Stage: StageOpen, Cause: CauseError, Err: apierrors.NewUnauthorized("no"), Failures: 4, Trouble: time.Minute},
-			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Publish: true, State: blocked(ReasonUnauthorized, true), Next: NextResume, Wait: WaitSlow}},
-		{"404 (CRD missing) on a LIST past the grace replays", Ending{Stage: StageList, Cause: CauseError, Err: watchtest.NotFound(), Failures: 4, Trouble: time.Minute},
-			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Publish: true, State: blocked(ReasonResourceNotFound, true), Next: NextReplay, Wait: WaitSlow}},
-		{"400 bad selector past the grace", Ending{Stage: StageOpen, Cause: CauseError, Err: apierrors.NewBadRequest("bad selector"), Failures: 4, Trouble: time.Minute},
-			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Publish: true, State: blocked(ReasonInvalidRequest, true), Next: NextResume, Wait: WaitSlow}},
-		{"422 first failure: nothing", Ending{Stage: StageReplay, Cause: CauseError, Err: apierrors.NewInvalid(schema.GroupKind{Kind: "ListOptions"}, "", nil)},
-			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Next: NextReplay, Wait: WaitBackoff}},
-		// transient
-		{"connection refused, first failure: nothing", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.ConnectionRefused()},
-			Verdict{Outcome: OutcomeError, Class: ClassTransient, Next: NextResume, Wait: WaitBackoff}},
-		{"connection refused past the transient grace", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.ConnectionRefused(), Failures: 6, Trouble: 31 * time.Second},
-			Verdict{Outcome: OutcomeError, Class: ClassTransient, Publish: true, State: blocked(ReasonConnectionFailed, false), Next: NextResume, Wait: WaitBackoff}},
+			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Next: NextResume, Wait: WaitNone,
+				Escalations: esc(30*s, blocked(ReasonFlapping, false), 5*m, pde)}},
+		{"short empty close, the second: try a replay", Ending{Stage: StageStream, Cause: CauseClosed, ShortCloses: 1, Failures: 1, Trouble: s},
+			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Next: NextReplay, Wait: WaitBackoff,
+				Escalations: esc(29*s, blocked(ReasonFlapping, false), 5*m-s, pde)}},
+		{"the watch after a replay closed at once: resume from the snapshot", Ending{Stage: StageStream, Cause: CauseClosed, Events: 3, Replays: 1},
+			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Next: NextResume, Wait: WaitBackoff,
+				Escalations: esc(30*s, blocked(ReasonFlapping, false), 5*m, pde)}},
+		{"short empty close, FlapAfter in a row, a replay tried", Ending{Stage: StageStream, Cause: CauseClosed, ShortCloses: 2, Replays: 1, Failures: 2, Trouble: 3 * s},
+			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Publish: true, State: blocked(ReasonFlapping, false), Next: NextResume, Wait: WaitBackoff,
+				Escalations: esc(27*s, blocked(ReasonFlapping, false), 5*m-3*s, pde)}},
+		{"short empty watch-list, FlapAfter in a row: replay again", Ending{Stage: StageReplay, Cause: CauseClosed, ShortCloses: 2, Replays: 3, Failures: 2, Trouble: 2 * s},
+			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Publish: true, State: blocked(ReasonFlapping, false), Next: NextReplay, Wait: WaitBackoff,
+				Escalations: esc(28*s, blocked(ReasonFlapping, false), 5*m-2*s, pde)}},
+		{"short empty watch-list, the first: replay after backoff", Ending{Stage: StageReplay, Cause: CauseClosed, Replays: 1},
+			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Next: NextReplay, Wait: WaitBackoff,
+				Escalations: esc(30*s, blocked(ReasonFlapping, false), 5*m, pde)}},
+		{"a replay closed before it was complete: replay at once", Ending{Stage: StageReplay, Cause: CauseClosed, Duration: 5 * s, Events: 10, Replays: 1, Trouble: 5 * s},
+			Verdict{Outcome: OutcomeClosed, Class: ClassNone, Next: NextReplay, Wait: WaitNone,
+				Escalations: esc(25*s, blocked(ReasonFlapping, false), 5*m-5*s, pde)}},
+		{"a replay closed before it was complete, again: back off", Ending{Stage: StageReplay, Cause: CauseClosed, Duration: 5 * s, Events: 10, Replays: 2, Failures: 1, Trouble: 10 * s},
+			Verdict{Outcome: OutcomeClosed, Class: ClassNone, Next: NextReplay, Wait: WaitBackoff,
+				Escalations: esc(20*s, blocked(ReasonFlapping, false), 5*m-10*s, pde)}},
+		// not live: needs a human
+		{"403 on a fresh install: within the grace, nothing", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Forbidden(), Failures: 3, Trouble: 14 * s, NeedsHumanFor: 14 * s},
+			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Next: NextResume, Wait: WaitBackoff,
+				Escalations: esc(16*s, blocked(ReasonForbidden, false), 5*m-14*s, pde)}},
+		{"403 past the grace", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Forbidden(), Failures: 4, Trouble: 15 * s, NeedsHumanFor: 15 * s},
+			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Publish: true, State: blocked(ReasonForbidden, true), Next: NextResume, Wait: WaitSlow,
+				Escalations: esc(15*s, blocked(ReasonForbidden, true), 5*m-15*s, pde)}},
+		{"401 past the grace", Ending{Stage: StageOpen, Cause: CauseError, Err: apierrors.NewUnauthorized("no"), Failures: 4, Trouble: m, NeedsHumanFor: m},
+			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Publish: true, State: blocked(ReasonUnauthorized, true), Next: NextResume, Wait: WaitSlow,
+				Escalations: esc(4*m, pde)}},
+		{"404 (CRD missing) on a LIST past the grace replays", Ending{Stage: StageList, Cause: CauseError, Err: watchtest.NotFound(), Failures: 4, Trouble: m, NeedsHumanFor: m, Replays: 4},
+			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Publish: true, State: blocked(ReasonResourceNotFound, true), Next: NextReplay, Wait: WaitSlow,
+				Escalations: esc(4*m, pde)}},
+		{"400 bad selector past the grace", Ending{Stage: StageOpen, Cause: CauseError, Err: apierrors.NewBadRequest("bad selector"), Failures: 4, Trouble: m, NeedsHumanFor: m},
+			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Publish: true, State: blocked(ReasonInvalidRequest, true), Next: NextResume, Wait: WaitSlow,
+				Escalations: esc(4*m, pde)}},
+		{"a refused TLS certificate past the grace", Ending{Stage: StageOpen, Cause: CauseError, Err: x509err, Failures: 4, Trouble: 20 * s, NeedsHumanFor: 20 * s},
+			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Publish: true, State: blocked(ReasonCertificateInvalid, true), Next: NextResume, Wait: WaitSlow,
+				Escalations: esc(10*s, blocked(ReasonCertificateInvalid, true), 5*m-20*s, pde)}},
+		{"422, the first failure: nothing", Ending{Stage: StageReplay, Cause: CauseError, Err: apierrors.NewInvalid(schema.GroupKind{Kind: "ListOptions"}, "", nil), Replays: 1},
+			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Next: NextReplay, Wait: WaitBackoff,
+				Escalations: esc(30*s, blocked(ReasonInvalidRequest, false), 5*m, pde)}},
+		{"403 after 40s of other trouble, the first of its kind", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Forbidden(), Failures: 9, Trouble: 40 * s},
+			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Publish: true, State: blocked(ReasonForbidden, false), Next: NextResume, Wait: WaitBackoff,
+				Escalations: esc(5*m-40*s, pde)}},
+		// not live: transient
+		{"connection refused, the first failure: nothing", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.ConnectionRefused()},
+			Verdict{Outcome: OutcomeError, Class: ClassTransient, Next: NextResume, Wait: WaitBackoff,
+				Escalations: esc(30*s, blocked(ReasonConnectionFailed, false), 5*m, pde)}},
+		{"connection refused past the transient grace", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.ConnectionRefused(), Failures: 6, Trouble: 31 * s},
+			Verdict{Outcome: OutcomeError, Class: ClassTransient, Publish: true, State: blocked(ReasonConnectionFailed, false), Next: NextResume, Wait: WaitBackoff,
+				Escalations: esc(5*m-31*s, pde)}},
 		{"429 honours Retry-After", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.TooManyRequests(7)},
-			Verdict{Outcome: OutcomeError, Class: ClassTransient, Next: NextResume, Wait: WaitBackoff, RetryAfter: 7 * time.Second}},
-		{"504 ResourceVersionTooLarge", Ending{Stage: StageOpen, Cause: CauseError, Err: tooLarge, Failures: 2, Trouble: 40 * time.Second},
-			Verdict{Outcome: OutcomeError, Class: ClassTransient, Publish: true, State: blocked(ReasonTimeout, false), Next: NextResume, Wait: WaitBackoff, RetryAfter: time.Second}},
-		{"500 decode error as an ERROR event", Ending{Stage: StageStream, Cause: CauseError, Err: apierrors.NewInternalError(errors.New("unable to decode an event from the watch stream")), Duration: time.Minute},
-			Verdict{Outcome: OutcomeError, Class: ClassTransient, Next: NextResume, Wait: WaitBackoff}},
+			Verdict{Outcome: OutcomeError, Class: ClassTransient, Next: NextResume, Wait: WaitBackoff, RetryAfter: 7 * s,
+				Escalations: esc(30*s, blocked(ReasonTooManyRequests, false), 5*m, pde)}},
+		{"504 past the transient grace", Ending{Stage: StageOpen, Cause: CauseError, Err: apierrors.NewTimeoutError("x", 1), Failures: 2, Trouble: 40 * s},
+			Verdict{Outcome: OutcomeError, Class: ClassTransient, Publish: true, State: blocked(ReasonTimeout, false), Next: NextResume, Wait: WaitBackoff, RetryAfter: s,
+				Escalations: esc(5*m-40*s, pde)}},
+		{"500 decode error as an ERROR event before going live", Ending{Stage: StageStream, Cause: CauseError, Err: reset},
+			Verdict{Outcome: OutcomeError, Class: ClassTransient, Next: NextResume, Wait: WaitBackoff,
+				Escalations: esc(30*s, blocked(ReasonServerError, false), 5*m, pde)}},
 		{"EOF during open", Ending{Stage: StageOpen, Cause: CauseError, Err: fmt.Errorf("opening: %w", io.ErrUnexpectedEOF)},
-			Verdict{Outcome: OutcomeError, Class: ClassTransient, Next: NextResume, Wait: WaitBackoff}},
-		{"bad event", Ending{Stage: StageStream, Cause: CauseBadEvent, Err: ErrNoResourceVersion, Failures: 1, Trouble: 30 * time.Second},
-			Verdict{Outcome: OutcomeError, Class: ClassTransient, Publish: true, State: blocked(ReasonBadEvent, false), Next: NextResume, Wait: WaitBackoff}},
-		{"handler error, first: nothing", Ending{Stage: StageStream, Cause: CauseHandler, Err: errors.New("db down"), Events: 3},
-			Verdict{Outcome: OutcomeError, Class: ClassTransient, Next: NextResume, Wait: WaitBackoff}},
-		{"handler error on a snapshot replays", Ending{Stage: StageList, Cause: CauseHandler, Err: errors.New("db down"), Failures: 3, Trouble: 31 * time.Second},
-			Verdict{Outcome: OutcomeError, Class: ClassTransient, Publish: true, State: blocked(ReasonHandlerFailed, false), Next: NextReplay, Wait: WaitBackoff}},
-		{"handler returning a Forbidden needs a human", Ending{Stage: StageStream, Cause: CauseHandler, Err: fmt.Errorf("update status: %w", watchtest.Forbidden()), Failures: 3, Trouble: 20 * time.Second},
-			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Publish: true, State: blocked(ReasonHandlerFailed, true), Next: NextResume, Wait: WaitSlow}},
-		// progress deadline
-		{"transient past the progress deadline needs a human", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.ConnectionRefused(), Failures: 12, Trouble: 5 * time.Minute},
-			Verdict{Outcome: OutcomeError, Class: ClassTransient, Publish: true, State: blocked(ReasonProgressDeadlineExceeded, true), Next: NextResume, Wait: WaitBackoff}},
-		{"flapping past the progress deadline needs a human", Ending{Stage: StageStream, Cause: CauseClosed, ShortCloses: 40, FlapReplayed: true, Failures: 40, Trouble: 6 * time.Minute},
-			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Publish: true, State: blocked(ReasonProgressDeadlineExceeded, true), Next: NextResume, Wait: WaitBackoff}},
+			Verdict{Outcome: OutcomeError, Class: ClassTransient, Next: NextResume, Wait: WaitBackoff,
+				Escalations: esc(30*s, blocked(ReasonConnectionFailed, false), 5*m, pde)}},
+		{"bad event past the transient grace", Ending{Stage: StageStream, Cause: CauseBadEvent, Err: ErrNilObject, Failures: 1, Trouble: 30 * s},
+			Verdict{Outcome: OutcomeError, Class: ClassTransient, Publish: true, State: blocked(ReasonBadEvent, false), Next: NextResume, Wait: WaitBackoff,
+				Escalations: esc(4*m+30*s, pde)}},
+		{"a replay past its deadline", Ending{Stage: StageReplay, Cause: CauseReplayDeadline, Duration: 2 * m, Events: 3, Trouble: 2 * m, Replays: 1},
+			Verdict{Outcome: OutcomeError, Class: ClassTransient, Publish: true, State: blocked(ReasonReplayTimedOut, false), Next: NextReplay, Wait: WaitBackoff,
+				Escalations: esc(3*m, pde)}},
+		{"handler error on a snapshot past the grace replays", Ending{Stage: StageList, Cause: CauseHandler, Err: errors.New("db down"), Failures: 3, Trouble: 31 * s, Replays: 3},
+			Verdict{Outcome: OutcomeError, Class: ClassTransient, Publish: true, State: blocked(ReasonHandlerFailed, false), Next: NextReplay, Wait: WaitBackoff,
+				Escalations: esc(5*m-31*s, pde)}},
+		{"a handler returning a Forbidden needs a human", Ending{Stage: StageStream, Cause: CauseHandler, Err: fmt.Errorf("update status: %w", watchtest.Forbidden()), Failures: 3, Trouble: 20 * s, NeedsHumanFor: 20 * s},
+			Verdict{Outcome: OutcomeError, Class: ClassNeedsHuman, Publish: true, State: blocked(ReasonHandlerFailed, true), Next: NextResume, Wait: WaitSlow,
+				Escalations: esc(10*s, blocked(ReasonHandlerFailed, true), 5*m-20*s, pde)}},
+		// the progress deadline, whatever the row
+		{"transient past the progress deadline needs a human", Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.ConnectionRefused(), Failures: 12, Trouble: 5 * m},
+			Verdict{Outcome: OutcomeError, Class: ClassTransient, Publish: true, State: pde, Next: NextResume, Wait: WaitBackoff}},
+		{"flapping past the progress deadline needs a human", Ending{Stage: StageStream, Cause: CauseClosed, ShortCloses: 40, Replays: 1, Failures: 40, Trouble: 6 * m},
+			Verdict{Outcome: OutcomeClosed, Class: ClassNone, ShortClose: true, Publish: true, State: pde, Next: NextResume, Wait: WaitBackoff}},
+		{"410 past the progress deadline still replays", Ending{Stage: StageList, Cause: CauseError, Err: watchtest.Expired(), Failures: 50, Trouble: time.Hour, Replays: 50},
+			Verdict{Outcome: OutcomeExpired, Class: ClassExpired, Publish: true, State: pde, Next: NextReplay, Wait: WaitBackoff}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,17 +181,22 @@ func TestGrade(t *testing.T) {
 			if got.Publish && got.State.Message == "" {
 				t.Errorf("Grade(%+v) publishes a state with no message", tt.in)
 			}
+			for _, e := range got.Escalations {
+				if e.State.Message == "" || e.After <= 0 {
+					t.Errorf("Grade(%+v) escalates to %+v: want a message and a positive After", tt.in, e)
+				}
+			}
 		})
 	}
 }
 
 func TestGradePolicyThresholds(t *testing.T) {
 	p := Policy{HumanGrace: time.Minute, FlapAfter: 5}
-	e := Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Forbidden(), Failures: 4, Trouble: 30 * time.Second}
+	e := Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.Forbidden(), Failures: 4, Trouble: 20 * time.Second, NeedsHumanFor: 30 * time.Second}
 	if got := Grade(e, p); got.Publish {
 		t.Errorf("Grade(%+v, HumanGrace 1m) publishes %v, want nothing within the grace", e, got.State)
 	}
-	e = Ending{Stage: StageStream, Cause: CauseClosed, ShortCloses: 3, FlapReplayed: true, Failures: 3}
+	e = Ending{Stage: StageStream, Cause: CauseClosed, ShortCloses: 3, Replays: 1, Failures: 3}
 	if got := Grade(e, p); got.Publish {
 		t.Errorf("Grade(%+v, FlapAfter 5) publishes %v, want nothing below FlapAfter", e, got.State)
 	}
@@ -178,6 +237,11 @@ func TestClassify(t *testing.T) {
 		{"500", apierrors.NewInternalError(errors.New("x")), ClassTransient, ReasonServerError},
 		{"503", apierrors.NewServiceUnavailable("x"), ClassTransient, ReasonServerError},
 		{"504", apierrors.NewTimeoutError("x", 1), ClassTransient, ReasonTimeout},
+		{"504 with cause ResourceVersionTooLarge", watchtest.TooLargeResourceVersion(), ClassExpired, ReasonResourceVersionTooLarge},
+		{"an unknown certificate authority", &url.Error{Op: "Get", URL: "https://x/api", Err: x509.UnknownAuthorityError{}}, ClassNeedsHuman, ReasonCertificateInvalid},
+		{"an expired certificate", &tls.CertificateVerificationError{Err: x509.CertificateInvalidError{Reason: x509.Expired}}, ClassNeedsHuman, ReasonCertificateInvalid},
+		{"a wrong host name", fmt.Errorf("dial: %w", x509.HostnameError{Host: "x"}), ClassNeedsHuman, ReasonCertificateInvalid},
+		{"a server that does not speak TLS", &url.Error{Op: "Get", URL: "https://x/api", Err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}}, ClassNeedsHuman, ReasonCertificateInvalid},
 		{"server timeout", apierrors.NewServerTimeout(schema.GroupResource{Resource: "x"}, "watch", 1), ClassTransient, ReasonTimeout},
 		{"409 (unexpected here)", apierrors.NewConflict(schema.GroupResource{Resource: "x"}, "x", errors.New("x")), ClassTransient, ReasonWatchFailed},
 		{"connection refused", watchtest.ConnectionRefused(), ClassTransient, ReasonConnectionFailed},
@@ -217,8 +281,9 @@ func FuzzGrade(f *testing.F) {
 		}
 		e := Ending{
 			OwnerDone: ownerDone, Stage: stages[int(stage)%len(stages)], Cause: causes[int(cause)%len(causes)],
-			Err: err, Duration: time.Duration(dur), Events: events, CursorMoved: moved,
-			Failures: shorts, Trouble: time.Duration(trouble), ShortCloses: shorts, FlapReplayed: flapReplayed,
+			Err: err, Duration: time.Duration(dur), Events: events, Live: moved,
+			Failures: shorts, Trouble: time.Duration(trouble), NeedsHumanFor: time.Duration(trouble) / 2,
+			ShortCloses: shorts, Replays: shorts / 2,
 		}
 		v := Grade(e, Policy{})
 		if !oneOf(v.Outcome, Outcomes()...) || !oneOf(v.Class, Classes()...) ||

@@ -28,8 +28,9 @@ type InstrumentOptions struct {
 	Observer Observer
 	// Policy holds the grading thresholds. Defaults to Policy's defaults.
 	Policy Policy
-	// Clock measures sessions and trouble. Defaults to the real clock.
-	Clock clock.PassiveClock
+	// Clock measures sessions and trouble, and times escalations.
+	// Defaults to the real clock.
+	Clock clock.Clock
 }
 
 // InstrumentedListerWatcher wraps the ListerWatcher an informer is built
@@ -38,21 +39,32 @@ type InstrumentOptions struct {
 // nothing the informer sees: calls, results, errors and events pass through
 // as they are, and the informer keeps its own retries and relists.
 //
+// Health is judged as a [Stream]'s is: a session is live once, after the
+// informer's relist (its List, or a watch-list's initial events), it
+// delivers an event or a bookmark or stays open for ShortSession; a relist
+// done within ReplayGrace publishes nothing. The reflector's fallback from a
+// watch-list the server refuses to a LIST is routine and is not reported
+// as a session ending; events the reflector skips (no resourceVersion, an
+// unknown type) end nothing.
+//
 // The informer's watches are forwarded through one goroutine per open watch,
-// which ends when the watch ends or is stopped. Create one with [Instrument].
-// It is safe for concurrent use.
+// which ends when the watch ends or is stopped. While the informer is not
+// live, a timer stands for its escalations; it publishes nothing once the
+// context of the informer's last call is done. Create one with
+// [Instrument]. It is safe for concurrent use.
 type InstrumentedListerWatcher struct {
 	inner          cache.ListerWatcherWithContext
 	watchListUnsup bool
 	opts           InstrumentOptions
-	clock          clock.PassiveClock
+	clock          clock.Clock
+	esc            escalator
 
 	mu    sync.Mutex
 	hist  history
 	state State
-	// listedSinceShort records a List during a run of short closes: the
-	// informer's own answer to a stale cursor.
-	listedSinceShort bool
+	// relisted is true when the informer started a relist (a List, or a
+	// watch-list) since the last ending: the replay of the next Ending.
+	relisted bool
 }
 
 var (
@@ -81,13 +93,16 @@ func Instrument(lw cache.ListerWatcher, opts InstrumentOptions) (*InstrumentedLi
 		opts.Clock = clock.RealClock{}
 	}
 	opts.Policy = opts.Policy.withDefaults()
-	return &InstrumentedListerWatcher{
+	i := &InstrumentedListerWatcher{
 		inner:          cache.ToListerWatcherWithContext(lw),
 		watchListUnsup: watchlist.DoesClientNotSupportWatchListSemantics(lw),
 		opts:           opts,
 		clock:          opts.Clock,
+		hist:           newHistory(opts.Clock.Now()),
 		state:          State{Stream: opts.Name, Resource: opts.Resource, Phase: PhaseStarting, Reason: ReasonStarting},
-	}, nil
+	}
+	i.esc = escalator{clock: opts.Clock, publish: i.publishLocked}
+	return i, nil
 }
 
 // IsWatchListSemanticsUnSupported passes on the wrapped ListerWatcher's
@@ -113,19 +128,25 @@ func (i *InstrumentedListerWatcher) List(options metav1.ListOptions) (runtime.Ob
 // failed List.
 func (i *InstrumentedListerWatcher) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 	if options.Continue == "" {
-		i.mu.Lock()
-		i.listedSinceShort = true
-		if i.state.Phase == PhaseStarting {
-			i.publishLocked(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the informer is listing the collection for the first time"})
-		}
-		i.mu.Unlock()
+		i.relist()
 	}
 	start := i.clock.Now()
 	obj, err := i.inner.ListWithContext(ctx, options)
 	if err != nil {
-		i.end(ctx, result{stage: StageList, cause: CauseError, err: err}, start, false)
+		i.end(ctx, result{stage: StageList, cause: CauseError, err: err}, start)
 	}
 	return obj, err
+}
+
+// relist records that the informer started a relist.
+func (i *InstrumentedListerWatcher) relist() {
+	i.mu.Lock()
+	i.relisted = true
+	starting := i.state.Phase == PhaseStarting
+	i.mu.Unlock()
+	if starting {
+		i.esc.now(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the informer is listing the collection for the first time"})
+	}
 }
 
 // Watch calls WatchWithContext with a background context.
@@ -140,13 +161,7 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 	stage := StageOpen
 	if replay {
 		stage = StageReplay
-	}
-	if replay {
-		i.mu.Lock()
-		if i.state.Phase == PhaseStarting {
-			i.publishLocked(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the informer is listing the collection for the first time"})
-		}
-		i.mu.Unlock()
+		i.relist()
 	}
 	start := i.clock.Now()
 	w, err := i.inner.WatchWithContext(ctx, options)
@@ -154,72 +169,70 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 		err = ErrNilWatch
 	}
 	if err != nil {
-		i.end(ctx, result{stage: stage, cause: CauseError, err: err}, start, false)
-		return nil, err
-	}
-	if !replay {
-		i.mu.Lock()
-		if i.state.Phase != PhaseStreaming && i.state.Reason != ReasonFlapping {
-			i.publishLocked(streamingState)
+		if replay && refusesWatchList(err) {
+			// The reflector lists instead: routine, and no session.
+			return nil, err
 		}
-		i.mu.Unlock()
+		i.end(ctx, result{stage: stage, cause: CauseError, err: err}, start)
+		return nil, err
 	}
 	g := &gradedWatch{
 		parent: i, inner: w, ctx: ctx, start: start, replay: replay,
 		result: make(chan apiwatch.Event), stop: make(chan struct{}),
-		cursor: options.ResourceVersion,
 	}
 	go g.forward()
 	return g, nil
 }
 
-var streamingState = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the informer is delivering live events"}
+var informerStreaming = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the informer is delivering live events"}
 
 // end grades one session ending and reports it.
-func (i *InstrumentedListerWatcher) end(ctx context.Context, r result, start time.Time, cursorMoved bool) {
+func (i *InstrumentedListerWatcher) end(ctx context.Context, r result, start time.Time) {
 	i.mu.Lock()
-	defer i.mu.Unlock()
 	now := i.clock.Now()
 	e := Ending{
 		OwnerDone: ctx.Err() != nil, Stage: r.stage, Cause: r.cause, Err: r.err,
-		Duration: now.Sub(start), Events: r.events, CursorMoved: cursorMoved,
+		Duration: now.Sub(start), Events: r.events, Live: r.live,
 	}
-	i.hist.fill(&e, now)
-	// The informer relists by itself after a short watch: that List is the
-	// replay the grading table asks for.
-	e.FlapReplayed = e.FlapReplayed || (e.ShortCloses > 0 && i.listedSinceShort)
+	relisted := i.relisted
+	i.relisted = false
+	i.hist.fill(&e, now, relisted)
 	v := Grade(e, i.opts.Policy)
+	if v.Next != NextStop {
+		i.hist.record(e, v, now)
+	}
+	i.mu.Unlock()
 	i.opts.Observer.SessionEnded(SessionEnd{
 		Stream: i.opts.Name, Resource: i.opts.Resource, Verdict: v,
 		Stage: e.Stage, Duration: e.Duration, Events: e.Events, Err: e.Err,
 	})
 	if v.Next == NextStop {
+		i.esc.stop()
 		return
 	}
-	i.hist.record(v, now)
-	if v.ShortClose && e.ShortCloses == 0 {
-		i.listedSinceShort = false
-	}
-	if v.Publish {
-		i.publishLocked(v.State)
-	}
+	i.esc.verdict(v, ctx.Done())
 }
 
-// healthy publishes Streaming when a session shows health.
-func (i *InstrumentedListerWatcher) healthy() {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.state.Phase != PhaseStreaming {
-		i.publishLocked(streamingState)
-	}
+// live publishes Streaming when a session goes live.
+func (i *InstrumentedListerWatcher) live() {
+	i.esc.live(informerStreaming, func() bool {
+		i.mu.Lock()
+		defer i.mu.Unlock()
+		return i.state.Phase == PhaseStreaming
+	})
 }
 
+// publishLocked makes st current and tells the observer; the escalator's
+// mutex is held.
 func (i *InstrumentedListerWatcher) publishLocked(st State) {
 	st.Stream, st.Resource = i.opts.Name, i.opts.Resource
+	i.mu.Lock()
 	if sameState(i.state, st) {
+		i.mu.Unlock()
 		return
 	}
 	i.state = st
+	i.mu.Unlock()
 	i.opts.Observer.StateChanged(st)
 }
 
@@ -230,7 +243,6 @@ type gradedWatch struct {
 	ctx    context.Context
 	start  time.Time
 	replay bool
-	cursor string
 
 	result   chan apiwatch.Event
 	stop     chan struct{}
@@ -252,9 +264,9 @@ func (g *gradedWatch) ResultChan() <-chan apiwatch.Event { return g.result }
 func (g *gradedWatch) forward() {
 	defer close(g.result)
 	defer g.inner.Stop()
-	r, moved, ok := g.pump()
-	if !ok {
-		return // graded when the ERROR or bad event arrived
+	r, graded := g.pump()
+	if graded {
+		return // when the ERROR event arrived
 	}
 	ctx := g.ctx
 	if r.cause == "" {
@@ -265,67 +277,84 @@ func (g *gradedWatch) forward() {
 		cancel()
 		r.cause = CauseClosed
 	}
-	g.parent.end(ctx, r, g.start, moved)
+	g.parent.end(ctx, r, g.start)
 }
 
 // pump forwards events until the watch closes or the consumer stops it. It
-// returns the ending (cause empty when the consumer stopped the watch), whether
-// the cursor moved, and false if the ending was already graded: an ERROR or
-// unusable event is graded as soon as it arrives, before the informer sees it
-// and opens its next watch, and forwarded like any other, since the informer
-// decides what to do with it.
-func (g *gradedWatch) pump() (r result, moved bool, ok bool) {
-	stage := StageStream
+// returns the ending (cause empty when the consumer stopped the watch), and
+// whether it was already graded: an ERROR event is graded as soon as it
+// arrives, before the informer sees it and opens its next watch, and
+// forwarded like any other, since the informer decides what to do with it.
+func (g *gradedWatch) pump() (r result, graded bool) {
+	r.stage = StageStream
 	if g.replay {
-		stage = StageReplay
+		r.stage = StageReplay
 	}
-	events, graded := 0, false
+	// The session goes live on its first event or bookmark after the
+	// replay, or once it has stayed open for ShortSession after it.
+	var healthy <-chan time.Time
+	var timer clock.Timer
+	arm := func() {
+		timer = g.parent.clock.NewTimer(g.parent.opts.Policy.ShortSession)
+		healthy = timer.C()
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	if !g.replay {
+		arm()
+	}
+	goLive := func() {
+		if !r.live {
+			r.live, healthy = true, nil
+			g.parent.live()
+		}
+	}
 	in := g.inner.ResultChan()
 	for {
 		var ev apiwatch.Event
 		var open bool
 		select {
 		case <-g.stop:
-			return result{stage: stage, events: events}, moved, !graded
+			r.cause = ""
+			return r, graded
+		case <-healthy:
+			goLive()
+			continue
 		case ev, open = <-in:
 		}
 		if !open {
-			return result{stage: stage, cause: CauseClosed, events: events}, moved, !graded
+			r.cause = CauseClosed
+			return r, graded
 		}
 		if !graded {
-			if failed := g.inspect(ev, &stage, &events, &moved); failed != nil {
+			switch ev.Type {
+			case apiwatch.Added, apiwatch.Modified, apiwatch.Deleted:
+				r.events++
+				if r.stage == StageStream {
+					goLive()
+				}
+			case apiwatch.Bookmark:
+				switch {
+				case r.stage == StageStream:
+					goLive()
+				case isInitialEventsEnd(ev.Object):
+					r.stage = StageStream
+					arm()
+				}
+			case apiwatch.Error:
 				graded = true
-				g.parent.end(g.ctx, *failed, g.start, moved)
-			} else if stage == StageStream {
-				g.parent.healthy()
+				r.cause, r.err = CauseError, apierrorsFromObject(ev.Object)
+				g.parent.end(g.ctx, r, g.start)
 			}
 		}
 		select {
 		case g.result <- ev:
 		case <-g.stop:
-			return result{stage: stage, events: events}, moved, !graded
+			r.cause = ""
+			return r, graded
 		}
-	}
-}
-
-// inspect accounts for one event and returns the ending it makes, if any.
-func (g *gradedWatch) inspect(ev apiwatch.Event, stage *Stage, events *int, moved *bool) *result {
-	switch ev.Type {
-	case apiwatch.Added, apiwatch.Modified, apiwatch.Deleted, apiwatch.Bookmark:
-		rv, err := resourceVersionOf(ev.Object)
-		if err != nil {
-			return &result{stage: *stage, cause: CauseBadEvent, err: fmt.Errorf("%s event: %w", ev.Type, err), events: *events}
-		}
-		*moved = *moved || rv != g.cursor
-		if ev.Type != apiwatch.Bookmark {
-			*events++
-		} else if *stage == StageReplay && isInitialEventsEnd(ev.Object) {
-			*stage = StageStream
-		}
-		return nil
-	case apiwatch.Error:
-		return &result{stage: *stage, cause: CauseError, err: apierrorsFromObject(ev.Object), events: *events}
-	default:
-		return &result{stage: *stage, cause: CauseBadEvent, err: fmt.Errorf("%w %q", ErrUnknownEventType, ev.Type), events: *events}
 	}
 }

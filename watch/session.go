@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -14,19 +15,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/pager"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
 // Errors that describe a bad event or response; they end a session with
 // CauseBadEvent (or CauseError for a nil watch). Match them with errors.Is.
+// An event without a resourceVersion is delivered (client-go's fake
+// clientset sends them), and an event of a type this client does not know
+// is skipped, as the reflector does.
 var (
 	// ErrNilObject: an event carried no object.
 	ErrNilObject = errors.New("event has no object")
-	// ErrNoResourceVersion: an event or list carried no resourceVersion.
+	// ErrNoResourceVersion: a list carried no resourceVersion.
 	ErrNoResourceVersion = errors.New("no resourceVersion")
-	// ErrUnknownEventType: an event had a type other than ADDED, MODIFIED,
-	// DELETED, BOOKMARK or ERROR.
-	ErrUnknownEventType = errors.New("unknown event type")
 	// ErrNilWatch: the ListerWatcher returned neither a watch nor an error.
 	ErrNilWatch = errors.New("watch call returned no watch and no error")
 )
@@ -37,11 +39,44 @@ type result struct {
 	cause  Cause
 	err    error
 	events int
+	// live is true when the session went live (see Ending.Live).
+	live bool
+	// replayed is true when the session started a replay, and served when
+	// the server served it (the LIST answered, the watch-list opened).
+	replayed, served bool
+}
+
+// Session lifetimes the stream enforces itself, past what it asked the
+// server for, so a connection that died silently cannot hold a session.
+const (
+	sessionGrace       = time.Minute
+	maxSessionLifetime = 2 * time.Hour
+)
+
+// watchListRetry is how long a stream replays with LIST+WATCH after a
+// watch-list timed out, before it tries one again.
+const watchListRetry = time.Hour
+
+// watchOptions returns the options of a watch: bookmarks always, and the
+// timeout of StreamOptions.WatchTimeout; and how long the stream lets the
+// session live.
+func (s *Stream) watchOptions(o metav1.ListOptions) (metav1.ListOptions, time.Duration) {
+	o.AllowWatchBookmarks = true
+	if w := s.opts.WatchTimeout; w > 0 {
+		d := w + time.Duration(rand.Int64N(int64(w)))
+		seconds := max(int64((d+time.Second-1)/time.Second), 1)
+		o.TimeoutSeconds = &seconds
+		return o, time.Duration(seconds)*time.Second + sessionGrace
+	}
+	return o, maxSessionLifetime
 }
 
 // resume opens a watch from the cursor and consumes it.
 func (s *Stream) resume(ctx context.Context, cursor string) result {
-	w, err := s.lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: cursor, AllowWatchBookmarks: true})
+	opts, lifetime := s.watchOptions(metav1.ListOptions{ResourceVersion: cursor})
+	sctx, cancel := context.WithTimeout(ctx, lifetime)
+	defer cancel()
+	w, err := s.lw.WatchWithContext(sctx, opts)
 	if err == nil && w == nil {
 		err = ErrNilWatch
 	}
@@ -49,49 +84,70 @@ func (s *Stream) resume(ctx context.Context, cursor string) result {
 		return result{stage: StageOpen, cause: CauseError, err: err}
 	}
 	defer w.Stop()
-	return s.consume(ctx, w, nil)
+	return s.consume(ctx, sctx, w, nil)
 }
 
 // replay rebuilds the consumer's view: a watch-list where the server
 // supports it, otherwise LIST then WATCH.
 func (s *Stream) replay(ctx context.Context) result {
-	if s.State().Phase == PhaseStarting && !s.hasDeferred() {
+	if s.initialSync {
 		// Started without a cursor. (One started from a cursor that
-		// expired has a deferred Replaying of its own.)
-		s.publish(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the stream is listing the collection for the first time"})
+		// expired is not syncing for the first time.)
+		s.initialSync = false
+		s.esc.now(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the stream is listing the collection for the first time"})
 	}
-	s.armDeferred()
-	if !s.watchListUnsup {
-		w, err := s.lw.WatchWithContext(ctx, metav1.ListOptions{
-			SendInitialEvents:    ptr.To(true),
-			ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-			AllowWatchBookmarks:  true,
-		})
-		if err == nil && w == nil {
-			err = ErrNilWatch
-		}
-		if err == nil {
-			defer w.Stop()
-			r := s.consume(ctx, w, &replayBuffer{})
-			if r.cause == CauseReplayDeadline {
-				// A server that ignores sendInitialEvents never sends the
-				// end bookmark: list from now on.
-				s.watchListUnsup = true
-			}
-			return r
-		}
-		if !refusesWatchList(err) {
-			return result{stage: StageReplay, cause: CauseError, err: err}
-		}
-		s.watchListUnsup = true
-	}
-	return s.listThenWatch(ctx)
+	r := s.replayOnce(ctx)
+	r.replayed = true
+	return r
 }
 
-func (s *Stream) hasDeferred() bool {
-	s.pubMu.Lock()
-	defer s.pubMu.Unlock()
-	return s.deferred != nil
+func (s *Stream) replayOnce(ctx context.Context) result {
+	if s.watchListOff || s.clock.Now().Before(s.watchListPaused) {
+		return s.listThenWatch(ctx)
+	}
+	opts, lifetime := s.watchOptions(metav1.ListOptions{
+		SendInitialEvents:    ptr.To(true),
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+	})
+	sctx, cancel := context.WithTimeout(ctx, lifetime)
+	defer cancel()
+	w, err := s.lw.WatchWithContext(sctx, opts)
+	if err == nil && w == nil {
+		err = ErrNilWatch
+	}
+	switch {
+	case err == nil && isFakeWatch(w):
+		// client-go's fake clientset ignores sendInitialEvents: it would
+		// never end the replay.
+		w.Stop()
+		s.watchListOff = true
+		return s.listThenWatch(ctx)
+	case err == nil:
+		defer w.Stop()
+		r := s.consume(ctx, sctx, w, &replayBuffer{})
+		r.served = true
+		if r.cause == CauseReplayDeadline {
+			// A server that ignores sendInitialEvents never sends the end
+			// bookmark: list for a while.
+			s.watchListPaused = s.clock.Now().Add(watchListRetry)
+		}
+		return r
+	case refusesWatchList(err):
+		// This replay lists; the next one asks again, as the reflector
+		// does. A bad selector fails the LIST too.
+		return s.listThenWatch(ctx)
+	}
+	return result{stage: StageReplay, cause: CauseError, err: err}
+}
+
+// isFakeWatch reports whether w comes from client-go's fake clientsets
+// (their object tracker), which ignore sendInitialEvents.
+func isFakeWatch(w apiwatch.Interface) bool {
+	switch w.(type) {
+	case *apiwatch.RaceFreeFakeWatcher, *apiwatch.FakeWatcher:
+		return true
+	}
+	return false
 }
 
 // refusesWatchList reports whether err is a server's refusal of the
@@ -112,15 +168,18 @@ func (s *Stream) listThenWatch(ctx context.Context) result {
 	}
 	snap, err := snapshotOfList(list)
 	if err != nil {
-		return result{stage: StageList, cause: CauseBadEvent, err: err}
+		return result{stage: StageList, cause: CauseBadEvent, err: err, served: true}
 	}
+	// Nothing of the list or the snapshot may stay reachable for the watch
+	// that follows (it lasts up to an hour): only what the handler keeps.
+	n, rv := len(snap.Objects), snap.ResourceVersion
 	if err := s.handler.Snapshot(ctx, snap); err != nil {
-		return result{stage: StageList, cause: CauseHandler, err: err, events: len(snap.Objects)}
+		return result{stage: StageList, cause: CauseHandler, err: err, events: n, served: true}
 	}
-	s.setCursor(snap.ResourceVersion)
-	s.publishStreaming()
-	r := s.resume(ctx, snap.ResourceVersion)
-	r.events += len(snap.Objects)
+	s.setCursor(rv)
+	r := s.resume(ctx, rv)
+	r.events += n
+	r.served = true
 	return r
 }
 
@@ -150,31 +209,47 @@ func snapshotOfList(list runtime.Object) (Snapshot, error) {
 
 // consume reads events from w until the session ends. With buf set it is a
 // watch-list replay: objects are buffered until the initial-events-end
-// bookmark and then delivered as one snapshot.
-func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayBuffer) result {
-	stage := StageStream
+// bookmark and then delivered as one snapshot. sctx is the session's own
+// context, whose deadline the stream set: a watch it ends is a clean close.
+func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *replayBuffer) (r result) {
+	r.stage = StageStream
 	var deadline <-chan time.Time
 	if buf != nil {
-		stage = StageReplay
+		r.stage = StageReplay
 		t := s.clock.NewTimer(s.opts.ReplayTimeout)
 		defer t.Stop()
 		deadline = t.C()
 	}
-	// A stream that is not Streaming (Starting, or Blocked) goes back to
-	// Streaming on the first sign of health: an event, a bookmark, or a
-	// session that stays open for ShortSession.
+	// The session goes live on its first event or bookmark after the
+	// replay, or once it has stayed open for ShortSession after it.
 	var healthy <-chan time.Time
-	if buf == nil && s.State().Phase != PhaseStreaming {
-		t := s.clock.NewTimer(s.opts.Policy.ShortSession)
-		defer t.Stop()
-		healthy = t.C()
+	var healthyTimer clock.Timer
+	armHealthy := func() {
+		healthyTimer = s.clock.NewTimer(s.opts.Policy.ShortSession)
+		healthy = healthyTimer.C()
 	}
-
-	events := 0
-	// Once this session has published Streaming the phase stays Streaming
-	// until it returns: other states come only from Run's goroutine, and
-	// publishing Streaming cancels a deferred Replaying (see armDeferred).
-	streaming := false
+	defer func() {
+		if healthyTimer != nil {
+			healthyTimer.Stop()
+		}
+	}()
+	if buf == nil {
+		armHealthy()
+	}
+	goLive := func() {
+		if !r.live {
+			r.live, healthy = true, nil
+			s.goneLive()
+		}
+	}
+	ended := func(cause Cause, err error) result {
+		if sctx.Err() != nil && ctx.Err() == nil {
+			// The stream cut the session at its own deadline.
+			cause, err = CauseClosed, nil
+		}
+		r.cause, r.err = cause, err
+		return r
+	}
 	done, results := ctx.Done(), w.ResultChan()
 	for {
 		var ev apiwatch.Event
@@ -185,7 +260,7 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 			// not done.
 			select {
 			case <-done:
-				return result{stage: stage, cause: CauseClosed, events: events}
+				return ended(CauseClosed, nil)
 			default:
 			}
 			select {
@@ -197,63 +272,66 @@ func (s *Stream) consume(ctx context.Context, w apiwatch.Interface, buf *replayB
 		if !got {
 			select {
 			case <-done:
-				return result{stage: stage, cause: CauseClosed, events: events}
+				return ended(CauseClosed, nil)
 			case <-deadline:
-				return result{stage: stage, cause: CauseReplayDeadline, events: events}
+				return ended(CauseReplayDeadline, nil)
 			case <-healthy:
-				healthy = nil
-				s.publishStreaming()
-				streaming = true
+				goLive()
 				continue
 			case ev, ok = <-results:
 			}
 		}
 		if !ok {
-			return result{stage: stage, cause: CauseClosed, events: events}
+			return ended(CauseClosed, nil)
 		}
 		switch ev.Type {
 		case apiwatch.Added, apiwatch.Modified, apiwatch.Deleted:
 			rv, err := resourceVersionOf(ev.Object)
 			if err != nil {
-				return result{stage: stage, cause: CauseBadEvent, err: fmt.Errorf("%s event: %w", ev.Type, err), events: events}
+				return ended(CauseBadEvent, fmt.Errorf("%s event: %w", ev.Type, err))
 			}
 			if buf != nil {
 				buf.apply(ev)
-				events++
+				r.events++
 				continue
 			}
 			if err := s.handler.Event(ctx, ev); err != nil {
-				return result{stage: stage, cause: CauseHandler, err: err, events: events}
+				return ended(CauseHandler, err)
 			}
-			events++
-			s.setCursor(rv)
+			r.events++
+			if rv != "" {
+				// An object without a resourceVersion (client-go's fake
+				// clientset stores them so) is delivered; it moves nothing.
+				s.setCursor(rv)
+			}
+			goLive()
 		case apiwatch.Bookmark:
 			rv, err := resourceVersionOf(ev.Object)
-			if err != nil {
-				return result{stage: stage, cause: CauseBadEvent, err: fmt.Errorf("BOOKMARK event: %w", err), events: events}
-			}
-			if buf == nil {
-				s.setCursor(rv)
-			} else if isInitialEventsEnd(ev.Object) {
-				if err := s.handler.Snapshot(ctx, buf.snapshot(rv)); err != nil {
-					return result{stage: stage, cause: CauseHandler, err: err, events: events}
-				}
-				s.setCursor(rv)
-				buf, deadline, stage = nil, nil, StageStream
-			} else {
-				// A bookmark inside a replay says nothing about the
-				// snapshot; the cursor waits for the end.
+			if err != nil || rv == "" {
+				// A bookmark that says nothing; real servers send none.
 				continue
 			}
+			switch {
+			case buf == nil:
+				s.setCursor(rv)
+				goLive()
+			case isInitialEventsEnd(ev.Object):
+				snap := buf.snapshot(rv)
+				buf = nil
+				if err := s.handler.Snapshot(ctx, snap); err != nil {
+					return ended(CauseHandler, err)
+				}
+				s.setCursor(rv)
+				deadline, r.stage = nil, StageStream
+				armHealthy()
+			}
+			// Any other bookmark inside a replay says nothing about the
+			// snapshot; the cursor waits for the end.
 		case apiwatch.Error:
-			return result{stage: stage, cause: CauseError, err: apierrorsFromObject(ev.Object), events: events}
+			return ended(CauseError, apierrorsFromObject(ev.Object))
 		default:
-			return result{stage: stage, cause: CauseBadEvent, err: fmt.Errorf("%w %q", ErrUnknownEventType, ev.Type), events: events}
-		}
-		healthy = nil
-		if !streaming {
-			s.publishStreaming()
-			streaming = true
+			// An event type this client does not know: skipped, as the
+			// reflector does.
 		}
 	}
 }
@@ -267,6 +345,8 @@ func apierrorsFromObject(obj runtime.Object) error {
 	return apierrors.FromObject(obj)
 }
 
+// resourceVersionOf returns obj's resourceVersion, "" if it has none, or an
+// error if it is not an object with metadata.
 func resourceVersionOf(obj runtime.Object) (string, error) {
 	if obj == nil {
 		return "", ErrNilObject
@@ -275,11 +355,7 @@ func resourceVersionOf(obj runtime.Object) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rv := m.GetResourceVersion()
-	if rv == "" {
-		return "", ErrNoResourceVersion
-	}
-	return rv, nil
+	return m.GetResourceVersion(), nil
 }
 
 func isInitialEventsEnd(obj runtime.Object) bool {

@@ -43,15 +43,24 @@ const (
 	// ReasonExpiredResourceVersion: the cursor expired (HTTP 410, reason
 	// Expired or Gone) and the stream is replaying.
 	ReasonExpiredResourceVersion Reason = "ExpiredResourceVersion"
+	// ReasonResourceVersionTooLarge: the server has no such resourceVersion
+	// as the cursor (504 with cause ResourceVersionTooLarge: an etcd
+	// restored from a backup, a cluster rebuilt behind the same address),
+	// and the stream is replaying.
+	ReasonResourceVersionTooLarge Reason = "ResourceVersionTooLarge"
 	// ReasonWatching goes with PhaseStreaming.
 	ReasonWatching Reason = "Watching"
-	// ReasonFlapping: sessions keep closing at once with no events, even
-	// after a replay.
+	// ReasonFlapping: sessions keep closing before they go live (at once,
+	// with no events), even after a replay.
 	ReasonFlapping Reason = "Flapping"
 	// ReasonReplayTimedOut: a replay did not finish within
 	// [StreamOptions.ReplayTimeout].
 	ReasonReplayTimedOut Reason = "ReplayTimedOut"
-	// ReasonProgressDeadlineExceeded: the stream has not had a healthy
+	// ReasonNoLiveSession: the last session was healthy and closed, and no
+	// session has gone live since for longer than [Policy.TransientGrace]:
+	// a List, a Watch call or the handler is taking that long.
+	ReasonNoLiveSession Reason = "NoLiveSession"
+	// ReasonProgressDeadlineExceeded: the stream has not had a live
 	// session for longer than [Policy.ProgressDeadline]; the message names
 	// the last cause. Always needs a human.
 	ReasonProgressDeadlineExceeded Reason = "ProgressDeadlineExceeded"
@@ -71,6 +80,10 @@ const (
 	// ReasonInvalidRequest: HTTP 400, 405 or 422, such as a bad selector.
 	// Needs a human.
 	ReasonInvalidRequest Reason = "InvalidRequest"
+	// ReasonCertificateInvalid: the client refused the server's TLS
+	// certificate (an unknown authority, an expired certificate, a wrong
+	// host name), or the server does not speak TLS. Needs a human.
+	ReasonCertificateInvalid Reason = "CertificateInvalid"
 
 	// ReasonTooManyRequests: HTTP 429. Transient.
 	ReasonTooManyRequests Reason = "TooManyRequests"

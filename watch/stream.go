@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/util/watchlist"
 	"k8s.io/utils/clock"
 
+	"golang.org/x/time/rate"
+
 	"github.com/watchgrade/watchgrade/internal/backoff"
 )
 
@@ -93,7 +95,8 @@ type StreamOptions struct {
 	// that share one. Defaults to Resource.String().
 	Name string
 	// Cursor is the resourceVersion to resume from. Defaults to "": the
-	// stream starts with a replay.
+	// stream starts with a replay. "0" means "any" to the server, as "" does,
+	// and replays too.
 	Cursor string
 	// Observer is told about state changes and session endings.
 	// Defaults to none.
@@ -106,8 +109,19 @@ type StreamOptions struct {
 	MaxBackoff time.Duration
 	// ReplayTimeout bounds a watch-list replay: the initial-events-end
 	// bookmark must arrive within it. After a timeout the stream replays
-	// with LIST+WATCH. Defaults to 2m.
+	// with LIST+WATCH for an hour, then tries a watch-list again.
+	// Defaults to 2m.
 	ReplayTimeout time.Duration
+	// WatchTimeout, when positive, makes every watch ask the server to end
+	// it after a random duration in [WatchTimeout, 2×WatchTimeout)
+	// (timeoutSeconds), as client-go's reflector does with 5 minutes; the
+	// stream itself ends a session a minute past it, so a connection that
+	// died without a word cannot hold a session open. Short timeouts make
+	// routine closes frequent, which is how a demo shows them. Defaults to
+	// 0: no timeoutSeconds is sent, the server's own timeout applies (30–60
+	// minutes by default), and the stream ends a session that outlives 2
+	// hours.
+	WatchTimeout time.Duration
 	// ListPageSize is the page size of a LIST+WATCH replay. Defaults to 500.
 	ListPageSize int64
 	// DisableWatchList makes every replay a paginated LIST then a WATCH.
@@ -151,6 +165,12 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	if o.ListPageSize <= 0 {
 		o.ListPageSize = DefaultListPageSize
 	}
+	if o.WatchTimeout < 0 {
+		o.WatchTimeout = 0
+	}
+	if o.Cursor == "0" {
+		o.Cursor = ""
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -162,6 +182,10 @@ func (o StreamOptions) withDefaults() StreamOptions {
 // session ending means, and the stream acts on it: resume from its cursor,
 // replay, back off, publish a State.
 //
+// A stream makes at most 3 full replays (LISTs or watch-lists) at once and
+// then at most one per MaxBackoff, whatever the server does: with the
+// defaults, at most 63 in any hour.
+//
 // Create one with [NewStream] and call [Stream.Run]; cancel its context to
 // stop it. Cursor and State are safe to call from any goroutine.
 type Stream struct {
@@ -170,25 +194,20 @@ type Stream struct {
 	opts    StreamOptions
 	clock   clock.Clock
 	running atomic.Bool
+	esc     escalator
 
 	// Owned by the goroutine in Run.
-	backoff        backoff.Backoff
-	watchListUnsup bool
-	// stopDeferred is closed when Run returns, ending a deferred timer.
-	stopDeferred chan struct{}
-	timers       sync.WaitGroup
-
-	// pubMu serialises publications: a deferred state fires from a timer
-	// goroutine, and must never land after the Streaming that cancels it.
-	pubMu sync.Mutex
-	// deferred is a state to publish if the next replay has not delivered
-	// its snapshot deferAfter after it started (see Verdict.PublishAfter).
-	// armed is set when that replay starts its timer; deferGen cancels a
-	// timer that has been overtaken.
-	deferred   *State
-	deferAfter time.Duration
-	armed      bool
-	deferGen   uint64
+	backoff backoff.Backoff
+	replays *rate.Limiter
+	// initialSync is true until the first replay of a stream that started
+	// without a cursor: only that one is published as InitialSync.
+	initialSync bool
+	// watchListOff is true when every replay is a LIST+WATCH: the options
+	// say so, or the source cannot do a watch-list.
+	watchListOff bool
+	// watchListPaused is when a watch-list may be tried again after one
+	// timed out.
+	watchListPaused time.Time
 
 	mu     sync.Mutex
 	cursor string
@@ -200,9 +219,13 @@ type Stream struct {
 // NewStream returns a stream of the collection that lw lists and watches,
 // delivering to h. lw may come from a typed, dynamic or metadata client
 // (cache.NewListWatchFromClient, or a cache.ListWatch with your own
-// functions); it must not ignore the options it is given. It returns an
-// error wrapping ErrNilListerWatcher, ErrNilHandler or ErrNoResource when
-// those are missing.
+// functions); it must not ignore the options it is given. Over client-go's
+// fake clientset, wrap your cache.ListWatch with
+// cache.ToListWatcherWithWatchListSemantics(lw, client) as informers do,
+// so the stream lists rather than ask the fake for a watch-list it
+// ignores (it notices the fake's watch either way). It returns an error
+// wrapping ErrNilListerWatcher, ErrNilHandler or ErrNoResource when those
+// are missing.
 func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, error) {
 	if lw == nil {
 		return nil, fmt.Errorf("NewStream: %w", ErrNilListerWatcher)
@@ -215,17 +238,25 @@ func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, 
 	}
 	opts = opts.withDefaults()
 	s := &Stream{
-		lw:             cache.ToListerWatcherWithContext(lw),
-		handler:        h,
-		opts:           opts,
-		clock:          opts.Clock,
-		backoff:        backoff.Backoff{Initial: opts.InitialBackoff, Max: opts.MaxBackoff},
-		watchListUnsup: opts.DisableWatchList || watchlist.DoesClientNotSupportWatchListSemantics(lw),
-		cursor:         opts.Cursor,
+		lw:           cache.ToListerWatcherWithContext(lw),
+		handler:      h,
+		opts:         opts,
+		clock:        opts.Clock,
+		backoff:      backoff.Backoff{Initial: opts.InitialBackoff, Max: opts.MaxBackoff},
+		replays:      rate.NewLimiter(rate.Every(opts.MaxBackoff), replayBurst),
+		watchListOff: opts.DisableWatchList || watchlist.DoesClientNotSupportWatchListSemantics(lw),
+		cursor:       opts.Cursor,
+		initialSync:  opts.Cursor == "",
 	}
-	s.state = s.stamp(State{Phase: PhaseStarting, Reason: ReasonStarting, Message: "the stream has not opened a session yet"})
+	s.esc = escalator{clock: opts.Clock, publish: s.publishLocked}
+	s.state = s.stamp(startingState)
 	return s, nil
 }
+
+// replayBurst is how many replays a stream may make at once.
+const replayBurst = 3
+
+var startingState = State{Phase: PhaseStarting, Reason: ReasonStarting, Message: "the stream has not opened a session yet"}
 
 // Cursor returns the resourceVersion of the last event or bookmark the
 // stream delivered or acknowledged, or "" while it has none (before the first
@@ -244,27 +275,27 @@ func (s *Stream) State() State {
 }
 
 // Run runs the stream on the calling goroutine until ctx is done, then
-// returns nil. Ending the stream is routine: it reports the last session as
-// OutcomeTeardown and publishes nothing. Run starts one goroutine of its own
-// only while the replay after an expiry is under way (the timer of
-// Policy.ReplayGrace); it has ended when Run returns. The ListerWatcher's
-// watch may start its own. It returns ErrAlreadyRunning if the
-// stream is already running; once it has returned it may be called again,
-// resuming from the cursor.
+// returns nil. Ending the stream is routine: a session open at that moment
+// is reported as OutcomeTeardown, nothing is published, and if Run was
+// waiting between sessions nothing more is reported (the last ending
+// already was). Run starts no goroutine of its own but the callback of an
+// escalation's timer (Verdict.Escalations), while it fires; nothing is
+// published once Run has returned. The ListerWatcher's watch may start its
+// own. It returns
+// ErrAlreadyRunning if the stream is already running; once it has returned
+// it may be called again, resuming from the cursor.
 func (s *Stream) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
 	defer s.running.Store(false)
-	s.stopDeferred = make(chan struct{})
-	defer func() {
-		s.cancelDeferred()
-		close(s.stopDeferred)
-		s.timers.Wait()
-	}()
+	defer s.esc.stop()
 
-	s.publish(State{Phase: PhaseStarting, Reason: ReasonStarting, Message: "the stream has not opened a session yet"})
-	var hist history
+	s.esc.now(startingState)
+	hist := newHistory(s.clock.Now())
+	if s.Cursor() == "" && !s.waitReplay(ctx, 0) {
+		return nil
+	}
 	for ctx.Err() == nil {
 		startCursor := s.Cursor()
 		start := s.clock.Now()
@@ -274,17 +305,18 @@ func (s *Stream) Run(ctx context.Context) error {
 		} else {
 			r = s.resume(ctx, startCursor)
 		}
+		s.replayDone(r)
 		now := s.clock.Now()
 		e := Ending{
-			OwnerDone:   ctx.Err() != nil,
-			Stage:       r.stage,
-			Cause:       r.cause,
-			Err:         r.err,
-			Duration:    now.Sub(start),
-			Events:      r.events,
-			CursorMoved: s.Cursor() != startCursor,
+			OwnerDone: ctx.Err() != nil,
+			Stage:     r.stage,
+			Cause:     r.cause,
+			Err:       r.err,
+			Duration:  now.Sub(start),
+			Events:    r.events,
+			Live:      r.live,
 		}
-		hist.fill(&e, now)
+		hist.fill(&e, now, r.replayed)
 		v := Grade(e, s.opts.Policy)
 		s.opts.Observer.SessionEnded(SessionEnd{
 			Stream: s.opts.Name, Resource: s.opts.Resource, Verdict: v,
@@ -293,16 +325,11 @@ func (s *Stream) Run(ctx context.Context) error {
 		if v.Next == NextStop {
 			return nil
 		}
-		hist.record(v, now)
+		hist.record(e, v, now)
 		if v.Healthy {
 			s.backoff.Reset()
 		}
-		switch {
-		case v.Publish && v.PublishAfter > 0:
-			s.deferPublish(v.State, v.PublishAfter)
-		case v.Publish:
-			s.publish(v.State)
-		}
+		s.esc.verdict(v, nil)
 		if v.Next == NextReplay {
 			s.setCursor("")
 		}
@@ -313,7 +340,8 @@ func (s *Stream) Run(ctx context.Context) error {
 	return nil
 }
 
-// wait sleeps as the verdict says and reports whether ctx is still live.
+// wait sleeps as the verdict says, and before a replay as long as the
+// replay limit says, and reports whether ctx is still live.
 func (s *Stream) wait(ctx context.Context, v Verdict) bool {
 	var d time.Duration
 	switch v.Wait {
@@ -324,6 +352,32 @@ func (s *Stream) wait(ctx context.Context, v Verdict) bool {
 	default:
 		d = min(v.RetryAfter, backoff.MaxRetryAfter)
 	}
+	if v.Next == NextReplay {
+		return s.waitReplay(ctx, d)
+	}
+	return s.sleep(ctx, d)
+}
+
+// waitReplay sleeps at least d before a replay, longer if the replay limit
+// has no replay to spare yet.
+func (s *Stream) waitReplay(ctx context.Context, d time.Duration) bool {
+	now := s.clock.Now()
+	if tokens := s.replays.TokensAt(now); tokens < 1 {
+		d = max(d, time.Duration((1-tokens)/float64(s.replays.Limit())*float64(time.Second)))
+	}
+	return s.sleep(ctx, d)
+}
+
+// replayDone takes from the limit a replay the server served (a LIST that
+// answered, a watch-list it accepted): the limit is on the load of full
+// replays, and a refused request is no load.
+func (s *Stream) replayDone(r result) {
+	if r.served {
+		s.replays.ReserveN(s.clock.Now(), 1)
+	}
+}
+
+func (s *Stream) sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
@@ -334,42 +388,6 @@ func (s *Stream) wait(ctx context.Context, v Verdict) bool {
 		return false
 	case <-t.C():
 		return true
-	}
-}
-
-// history is what Grade needs to know about the sessions before this one.
-type history struct {
-	failures     int
-	troubleStart time.Time
-	shortCloses  int
-	flapReplayed bool
-}
-
-func (h *history) fill(e *Ending, now time.Time) {
-	e.Failures = h.failures
-	e.ShortCloses = h.shortCloses
-	e.FlapReplayed = h.flapReplayed
-	if h.failures > 0 {
-		e.Trouble = now.Sub(h.troubleStart)
-	}
-}
-
-func (h *history) record(v Verdict, now time.Time) {
-	if v.Healthy {
-		*h = history{}
-		return
-	}
-	if h.failures == 0 {
-		h.troubleStart = now
-	}
-	h.failures++
-	if !v.ShortClose {
-		h.shortCloses, h.flapReplayed = 0, false
-		return
-	}
-	h.shortCloses++
-	if v.Next == NextReplay {
-		h.flapReplayed = true
 	}
 }
 
@@ -385,17 +403,10 @@ func (s *Stream) stamp(st State) State {
 	return st
 }
 
-// publish makes st the current state and tells the observer, unless it
-// differs from what observers last heard only in its message (then nothing
-// changes, so State and observers agree). It cancels a deferred state.
-func (s *Stream) publish(st State) {
-	s.pubMu.Lock()
-	defer s.pubMu.Unlock()
-	s.deferred, s.armed = nil, false
-	s.deferGen++
-	s.publishLocked(st)
-}
-
+// publishLocked makes st the current state and tells the observer, unless
+// it differs from what observers last heard only in its message (then
+// nothing changes, so State and observers agree). The escalator's mutex is
+// held.
 func (s *Stream) publishLocked(st State) {
 	st = s.stamp(st)
 	s.mu.Lock()
@@ -408,63 +419,19 @@ func (s *Stream) publishLocked(st State) {
 	s.opts.Observer.StateChanged(st)
 }
 
-// deferPublish keeps st to publish if the next replay outlasts after,
-// unless a state is already deferred (the first one's grace counts).
-func (s *Stream) deferPublish(st State, after time.Duration) {
-	s.pubMu.Lock()
-	defer s.pubMu.Unlock()
-	if s.deferred == nil {
-		s.deferred, s.deferAfter, s.armed = &st, after, false
-	}
-}
-
-// armDeferred starts the grace of a deferred state when the replay it
-// waits for starts: a backoff before that replay is no part of it. The
-// timer fires even while a List, an open or the handler blocks.
-func (s *Stream) armDeferred() {
-	s.pubMu.Lock()
-	defer s.pubMu.Unlock()
-	if s.deferred == nil || s.armed {
-		return
-	}
-	s.armed = true
-	gen := s.deferGen
-	t := s.clock.NewTimer(s.deferAfter)
-	s.timers.Add(1)
-	go func() {
-		defer s.timers.Done()
-		defer t.Stop()
-		select {
-		case <-t.C():
-			s.pubMu.Lock()
-			defer s.pubMu.Unlock()
-			if s.deferGen == gen && s.deferred != nil {
-				st := *s.deferred
-				s.deferred, s.armed = nil, false
-				s.publishLocked(st)
-			}
-		case <-s.stopDeferred:
-		}
-	}()
-}
-
-// cancelDeferred drops a deferred state and its timer.
-func (s *Stream) cancelDeferred() {
-	s.pubMu.Lock()
-	defer s.pubMu.Unlock()
-	s.deferred, s.armed = nil, false
-	s.deferGen++
-}
-
 // sameState reports whether a and b agree in everything but the message.
 func sameState(a, b State) bool {
 	return a.Phase == b.Phase && a.Reason == b.Reason && a.NeedsHuman == b.NeedsHuman
 }
 
-func (s *Stream) publishStreaming() {
-	if s.State().Phase == PhaseStreaming {
-		s.cancelDeferred()
-		return
-	}
-	s.publish(State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the stream is delivering live events"})
+var streamingState = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the stream is delivering live events"}
+
+// goneLive is called once per session, when it goes live: it cancels any
+// escalation and publishes Streaming unless that is the state already.
+func (s *Stream) goneLive() {
+	s.esc.live(streamingState, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.announced && s.state.Phase == PhaseStreaming
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -18,11 +19,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/watchgrade/watchgrade/watch/watchtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// Informers run inside synctest bubbles here.
+	watchtest.DisableHandleErrorBackoff()
+	// The reflector's warnings say nothing the tests do not check.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+	goleak.VerifyTestMain(m)
+}
 
 var configmaps = schema.GroupResource{Resource: "configmaps"}
 
@@ -201,8 +210,9 @@ func TestStreamResumesFromCursorAfterRoutineClose(t *testing.T) {
 			"state Starting/Starting human=false",
 			"state Replaying/InitialSync human=false",
 			"snapshot [a b]@4",
-			"state Streaming/Watching human=false",
+			// Live on its first event after the replay.
 			"MODIFIED a@5",
+			"state Streaming/Watching human=false",
 			"end closed Stream",
 			"end closed Stream",
 			"DELETED b@10",
@@ -262,6 +272,7 @@ func TestStreamExpiryReplaysAndSnapshotOmitsDeletes(t *testing.T) {
 				lw := watchtest.New(
 					watchtest.Session{Events: []apiwatch.Event{
 						watchtest.Added(cm("a", "2")), watchtest.Added(cm("b", "3")), watchtest.InitialEventsEnd("3"),
+						watchtest.Bookmark("4"),
 					}},
 					tt.expired,
 					// b was deleted while the cursor was expired.
@@ -288,7 +299,7 @@ func TestStreamExpiryReplaysAndSnapshotOmitsDeletes(t *testing.T) {
 				if diff := cmp.Diff(want, rec.Log()); diff != "" {
 					t.Errorf("log mismatch (-want +got):\n%s", diff)
 				}
-				if diff := cmp.Diff([]string{"watch-list", "watch from 3", "watch-list"}, watchCalls(lw)); diff != "" {
+				if diff := cmp.Diff([]string{"watch-list", "watch from 4", "watch-list"}, watchCalls(lw)); diff != "" {
 					t.Errorf("calls mismatch (-want +got):\n%s", diff)
 				}
 			})
@@ -319,7 +330,8 @@ func TestStreamReplayGraceCoversSlowSnapshotHandler(t *testing.T) {
 		stop := run(t, s)
 		settle()
 		stop()
-		want := []string{"0s Starting/Starting", "0s Streaming/Watching", "10s Replaying/ExpiredResourceVersion", "15s Streaming/Watching"}
+		// Live ShortSession after the snapshot: the handler returned at 15s.
+		want := []string{"0s Starting/Starting", "0s Streaming/Watching", "10s Replaying/ExpiredResourceVersion", "16s Streaming/Watching"}
 		if diff := cmp.Diff(want, states); diff != "" {
 			t.Errorf("states mismatch (-want +got):\n%s", diff)
 		}
@@ -455,8 +467,8 @@ func TestStreamRedeliversAfterHandlerError(t *testing.T) {
 			"state Starting/Starting human=false",
 			"state Replaying/InitialSync human=false",
 			"snapshot []@1",
-			"state Streaming/Watching human=false",
 			"ADDED a@2",
+			"state Streaming/Watching human=false",
 			"ADDED b@3 failed",
 			"end error Stream",
 			"ADDED b@3",
@@ -590,7 +602,7 @@ func TestStreamFlapping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		empty := watchtest.Session{}
 		lw := watchtest.New(
-			watchtest.Session{Events: []apiwatch.Event{watchtest.InitialEventsEnd("5")}},
+			watchtest.Session{Events: []apiwatch.Event{watchtest.InitialEventsEnd("5"), watchtest.Modified(cm("a", "6"))}},
 			empty, empty, empty, empty,
 			watchtest.Session{Hang: true, Events: []apiwatch.Event{watchtest.InitialEventsEnd("9")}},
 		)
@@ -599,10 +611,10 @@ func TestStreamFlapping(t *testing.T) {
 		stop := run(t, s)
 		settle()
 		stop()
-		// The first session delivered a snapshot (healthy); then: a short
-		// close (resume at once), a second (replay), a replay closing empty
-		// (Flapping), another, and a replay that works.
-		wantCalls := []string{"watch-list", "watch from 5", "watch from 5", "watch-list", "watch-list", "watch-list"}
+		// The first session went live (an event after its replay); then: a
+		// short close (resume at once), a second (replay), a replay closing
+		// empty (Flapping), another, and a replay that works.
+		wantCalls := []string{"watch-list", "watch from 6", "watch from 6", "watch-list", "watch-list", "watch-list"}
 		if diff := cmp.Diff(wantCalls, watchCalls(lw)); diff != "" {
 			t.Errorf("calls mismatch (-want +got):\n%s", diff)
 		}
@@ -613,6 +625,35 @@ func TestStreamFlapping(t *testing.T) {
 		want := []string{"Starting/Starting", "Replaying/InitialSync", "Streaming/Watching", "Blocked/Flapping", "Streaming/Watching"}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("states mismatch (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// A replay whose watch closes at once, however often, is not a healthy
+// session: the stream resumes from the snapshot's cursor rather than
+// replaying again, and is Flapping by the third.
+func TestStreamReplayThatNeverGoesLiveFlaps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sessions := []watchtest.Session{{Events: []apiwatch.Event{watchtest.Added(cm("a", "2")), watchtest.InitialEventsEnd("5")}}}
+		for range 30 {
+			sessions = append(sessions, watchtest.Session{})
+		}
+		lw := watchtest.New(sessions...)
+		rec := &recorder{}
+		stop := run(t, newTestStream(t, lw, rec, StreamOptions{}))
+		time.Sleep(time.Minute)
+		stop()
+		var got []string
+		for _, st := range rec.states {
+			got = append(got, fmt.Sprintf("%s/%s", st.Phase, st.Reason))
+		}
+		want := []string{"Starting/Starting", "Replaying/InitialSync", "Blocked/Flapping"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("states mismatch (-want +got):\n%s", diff)
+		}
+		// One replay; every later watch resumes from its snapshot's cursor.
+		if diff := cmp.Diff([]string{"watch-list", "watch from 5", "watch from 5", "watch from 5"}, watchCalls(lw)[:4]); diff != "" {
+			t.Errorf("calls mismatch (-want +got):\n%s", diff)
 		}
 	})
 }
@@ -660,11 +701,13 @@ func TestStreamReplayDeadlineFallsBackToList(t *testing.T) {
 		if diff := cmp.Diff([]time.Duration{0, 11 * time.Second, 11 * time.Second}, at()); diff != "" {
 			t.Errorf("call times mismatch (-want +got):\n%s", diff)
 		}
+		// Within the transient grace: still Replaying, then Streaming once
+		// the watch after the LIST is live.
 		var got []string
 		for _, st := range rec.states {
 			got = append(got, fmt.Sprintf("%s/%s", st.Phase, st.Reason))
 		}
-		want := []string{"Starting/Starting", "Replaying/InitialSync", "Blocked/ReplayTimedOut", "Streaming/Watching"}
+		want := []string{"Starting/Starting", "Replaying/InitialSync", "Streaming/Watching"}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("states mismatch (-want +got):\n%s", diff)
 		}
@@ -674,17 +717,13 @@ func TestStreamReplayDeadlineFallsBackToList(t *testing.T) {
 // Bad input from the server is graded, never panics, and never moves the
 // cursor: the next session resumes from the last good resourceVersion.
 func TestStreamGradesBadEvents(t *testing.T) {
-	noRV := cm("x", "")
 	tests := []struct {
 		name      string
 		ev        apiwatch.Event
 		wantCause Cause
 	}{
 		{"nil object", apiwatch.Event{Type: apiwatch.Added}, CauseBadEvent},
-		{"no resourceVersion", watchtest.Modified(noRV), CauseBadEvent},
-		{"bookmark without resourceVersion", apiwatch.Event{Type: apiwatch.Bookmark, Object: noRV}, CauseBadEvent},
 		{"object without metadata", apiwatch.Event{Type: apiwatch.Added, Object: &runtime.Unknown{}}, CauseBadEvent},
-		{"unknown type", apiwatch.Event{Type: "SURPRISE", Object: cm("x", "9")}, CauseBadEvent},
 		{"ERROR with a non-Status object", apiwatch.Event{Type: apiwatch.Error, Object: cm("x", "9")}, CauseError},
 		{"ERROR with nil object", apiwatch.Event{Type: apiwatch.Error}, CauseError},
 	}
@@ -707,9 +746,50 @@ func TestStreamGradesBadEvents(t *testing.T) {
 				if e.Verdict.Outcome != OutcomeError || e.Err == nil {
 					t.Errorf("ending = %s (err %v), want error with the cause", e.Verdict.Outcome, e.Err)
 				}
-				wantClass := ClassTransient
-				if e.Verdict.Class != wantClass {
-					t.Errorf("ending class = %s, want %s", e.Verdict.Class, wantClass)
+				if e.Verdict.Class != ClassTransient {
+					t.Errorf("ending class = %s, want %s", e.Verdict.Class, ClassTransient)
+				}
+			})
+		})
+	}
+}
+
+// What real servers never send but fakes do is tolerated, as client-go's
+// reflector tolerates it: an object without a resourceVersion (client-go's
+// fake clientset stores them so) is delivered and moves nothing; a bookmark
+// without one and an event of an unknown type are skipped. The session
+// goes on.
+func TestStreamToleratesWhatFakesSend(t *testing.T) {
+	noRV := cm("x", "")
+	tests := []struct {
+		name      string
+		ev        apiwatch.Event
+		delivered bool
+	}{
+		{"no resourceVersion", watchtest.Modified(noRV), true},
+		{"bookmark without resourceVersion", apiwatch.Event{Type: apiwatch.Bookmark, Object: noRV}, false},
+		{"unknown type", apiwatch.Event{Type: "SURPRISE", Object: cm("x", "9")}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lw := watchtest.New(
+					watchtest.Session{Events: []apiwatch.Event{watchtest.Added(cm("a", "6")), tt.ev, watchtest.Added(cm("b", "7"))}},
+					watchtest.Session{Hang: true},
+				)
+				rec := &recorder{}
+				s := newTestStream(t, lw, rec, StreamOptions{Cursor: "5"})
+				stop := run(t, s)
+				settle()
+				stop()
+				if diff := cmp.Diff([]string{"watch from 5", "watch from 7"}, watchCalls(lw)); diff != "" {
+					t.Errorf("calls mismatch (-want +got):\n%s", diff)
+				}
+				if e := rec.endings[0]; e.Verdict.Outcome != OutcomeClosed {
+					t.Errorf("first ending = %s (%v), want a clean close", e.Verdict.Outcome, e.Err)
+				}
+				if got := contains(rec.Log(), "MODIFIED x@"); got != tt.delivered {
+					t.Errorf("delivered the event: %v, want %v", got, tt.delivered)
 				}
 			})
 		})

@@ -1,0 +1,190 @@
+package watch
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// history is what Grade needs to know about the sessions before this one.
+// Health is judged over time: from when the stream was last live, not from
+// how the last session ended.
+type history struct {
+	// lastLive is when the last live session ended, or when the stream
+	// started.
+	lastLive time.Time
+	// failures counts the sessions since then that did not go live.
+	failures int
+	// replays counts the replays started since then.
+	replays int
+	// humanSince is when the current run of failures that need a human
+	// began; zero when the last ending was not one.
+	humanSince  time.Time
+	shortCloses int
+}
+
+func newHistory(now time.Time) history { return history{lastLive: now} }
+
+// fill completes e, which ended at now, from the history; replayed says
+// whether its session started a replay.
+func (h *history) fill(e *Ending, now time.Time, replayed bool) {
+	e.Failures = h.failures
+	e.ShortCloses = h.shortCloses
+	e.Replays = h.replays
+	if replayed {
+		e.Replays++
+	}
+	if e.Live {
+		return
+	}
+	e.Trouble = now.Sub(h.lastLive)
+	if !h.humanSince.IsZero() {
+		e.NeedsHumanFor = now.Sub(h.humanSince)
+	}
+}
+
+// record adds the ending graded v to the history.
+func (h *history) record(e Ending, v Verdict, now time.Time) {
+	if e.Live {
+		*h = history{lastLive: now}
+		return
+	}
+	h.failures++
+	h.replays = e.Replays
+	switch {
+	case v.Class != ClassNeedsHuman:
+		h.humanSince = time.Time{}
+	case h.humanSince.IsZero():
+		h.humanSince = now
+	}
+	if v.ShortClose {
+		h.shortCloses++
+	} else {
+		h.shortCloses = 0
+	}
+}
+
+// escalator publishes states for a stream or an instrumented informer: at
+// once, and on a timer a verdict's escalations, which a session going live
+// or the next verdict cancels. Its mutex serialises every publication, so
+// an escalation can never land after the Streaming that cancelled it.
+//
+// It owns no goroutine: an armed escalation is a timer (clock.AfterFunc
+// where the clock has it), whose callback runs only when it fires.
+type escalator struct {
+	clock clock.Clock
+	// publish makes a state current and tells observers; called with mu
+	// held, never concurrently.
+	publish func(State)
+
+	mu    sync.Mutex
+	gen   uint64
+	timer stopper
+}
+
+// now publishes st at once, keeping any armed escalations.
+func (x *escalator) now(st State) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.publish(st)
+}
+
+// verdict cancels what is armed, publishes v's state if it says so, and
+// arms v's escalations; they are dropped once done is closed (nil: never).
+func (x *escalator) verdict(v Verdict, done <-chan struct{}) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.cancelLocked()
+	if v.Publish {
+		x.publish(v.State)
+	}
+	x.armLocked(v.Escalations, x.clock.Now(), done)
+}
+
+// armLocked arms the first of escalations, due After start; when it fires
+// it publishes and arms the next.
+func (x *escalator) armLocked(escalations []Escalation, start time.Time, done <-chan struct{}) {
+	if len(escalations) == 0 {
+		return
+	}
+	gen, e := x.gen, escalations[0]
+	x.timer = afterFunc(x.clock, e.After-x.clock.Since(start), func() {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if x.gen != gen || isDone(done) {
+			return
+		}
+		x.publish(e.State)
+		x.armLocked(escalations[1:], start, done)
+	})
+}
+
+// live cancels what is armed and publishes st (Streaming) unless current
+// says it is the state already.
+func (x *escalator) live(st State, current func() bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.cancelLocked()
+	if !current() {
+		x.publish(st)
+	}
+}
+
+// stop cancels what is armed: nothing is published after it returns.
+func (x *escalator) stop() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.cancelLocked()
+}
+
+func (x *escalator) cancelLocked() {
+	x.gen++
+	if x.timer != nil {
+		x.timer.Stop()
+		x.timer = nil
+	}
+}
+
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopper is a timer that can be stopped.
+type stopper interface{ Stop() bool }
+
+// afterFunc calls f in its own goroutine after d on c: with c's AfterFunc
+// where it has one, else with a goroutine waiting on a timer until it fires
+// or is stopped.
+func afterFunc(c clock.Clock, d time.Duration, f func()) stopper {
+	if dc, ok := c.(clock.WithDelayedExecution); ok {
+		return dc.AfterFunc(d, f)
+	}
+	t := c.NewTimer(d)
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-t.C():
+			f()
+		case <-stop:
+		}
+	}()
+	return &goroutineTimer{t: t, stop: stop}
+}
+
+type goroutineTimer struct {
+	t    clock.Timer
+	stop chan struct{}
+	once sync.Once
+}
+
+func (g *goroutineTimer) Stop() bool {
+	stopped := g.t.Stop()
+	g.once.Do(func() { close(g.stop) })
+	return stopped
+}

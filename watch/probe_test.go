@@ -1,0 +1,242 @@
+package watch_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+)
+
+var configmaps = schema.GroupResource{Resource: "configmaps"}
+
+// probe is a Handler and an Observer that keeps, in virtual time, what a
+// stream delivered and published, and checks the delivery contract as it
+// goes: outside snapshots no revision twice, resourceVersions increasing.
+type probe struct {
+	mu    sync.Mutex
+	start time.Time
+
+	states  []stamped[wgwatch.State]
+	endings []stamped[wgwatch.SessionEnd]
+
+	view      map[string]string // name -> resourceVersion
+	snapshots int
+	events    int
+	// last is the resourceVersion of the last snapshot or event applied.
+	last int64
+	// dup counts events at or below the last applied resourceVersion;
+	// regressions counts snapshots older than it.
+	dup, regressions int
+	// eventsBeforeSnapshot counts events delivered before any snapshot.
+	eventsBeforeSnapshot int
+
+	// fail, if set, decides whether the handler fails a call ("snapshot"
+	// or "event") at now, and with what error.
+	fail func(now time.Time, call string) error
+	// failures records when the handler failed.
+	failures []time.Time
+}
+
+type stamped[T any] struct {
+	at time.Duration // since the probe started
+	v  T
+}
+
+func newProbe() *probe {
+	return &probe{start: time.Now(), view: map[string]string{}}
+}
+
+func (p *probe) now() time.Duration { return time.Since(p.start) }
+
+func (p *probe) Snapshot(_ context.Context, snap wgwatch.Snapshot) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fail != nil {
+		if err := p.fail(time.Now(), "snapshot"); err != nil {
+			p.failures = append(p.failures, time.Now())
+			return err
+		}
+	}
+	rv := parseRV(snap.ResourceVersion)
+	if rv < p.last {
+		p.regressions++
+	}
+	p.last = rv
+	p.snapshots++
+	p.view = map[string]string{}
+	for _, o := range snap.Objects {
+		m, _ := meta.Accessor(o)
+		p.view[m.GetName()] = m.GetResourceVersion()
+	}
+	return nil
+}
+
+func (p *probe) Event(_ context.Context, ev apiwatch.Event) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fail != nil {
+		if err := p.fail(time.Now(), "event"); err != nil {
+			p.failures = append(p.failures, time.Now())
+			return err
+		}
+	}
+	m, _ := meta.Accessor(ev.Object)
+	if p.snapshots == 0 {
+		p.eventsBeforeSnapshot++
+	}
+	if rv := m.GetResourceVersion(); rv != "" {
+		if n := parseRV(rv); n <= p.last {
+			p.dup++
+		} else {
+			p.last = n
+		}
+	}
+	p.events++
+	if ev.Type == apiwatch.Deleted {
+		delete(p.view, m.GetName())
+	} else {
+		p.view[m.GetName()] = m.GetResourceVersion()
+	}
+	return nil
+}
+
+func (p *probe) StateChanged(s wgwatch.State) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.states = append(p.states, stamped[wgwatch.State]{p.now(), s})
+}
+
+func (p *probe) SessionEnded(e wgwatch.SessionEnd) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endings = append(p.endings, stamped[wgwatch.SessionEnd]{p.now(), e})
+}
+
+// counts is what the probe counted, read under its lock.
+type counts struct {
+	snapshots, events, dup, regressions, eventsBeforeSnapshot int
+	states                                                    []stamped[wgwatch.State]
+	endings                                                   []stamped[wgwatch.SessionEnd]
+}
+
+func (p *probe) counts() counts {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return counts{
+		snapshots: p.snapshots, events: p.events, dup: p.dup, regressions: p.regressions,
+		eventsBeforeSnapshot: p.eventsBeforeSnapshot,
+		states:               slices.Clone(p.states), endings: slices.Clone(p.endings),
+	}
+}
+
+// stateAt returns the state published last at or before d.
+func (p *probe) stateAt(d time.Duration) wgwatch.State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var st wgwatch.State
+	for _, s := range p.states {
+		if s.at > d {
+			break
+		}
+		st = s.v
+	}
+	return st
+}
+
+// firstNeedsHuman returns when NeedsHuman was first published, or -1.
+func (p *probe) firstNeedsHuman() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.states {
+		if s.v.NeedsHuman {
+			return s.at
+		}
+	}
+	return -1
+}
+
+func (p *probe) published(phase wgwatch.Phase) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, s := range p.states {
+		if s.v.Phase == phase {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *probe) stateLog() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := ""
+	for _, s := range p.states {
+		out += fmt.Sprintf("\n  %9v %s/%s human=%v %q", s.at.Round(time.Millisecond), s.v.Phase, s.v.Reason, s.v.NeedsHuman, s.v.Message)
+	}
+	return out
+}
+
+// endingLog returns the last n session endings, one a line.
+func (p *probe) endingLog(n int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := ""
+	for _, e := range p.endings[max(len(p.endings)-n, 0):] {
+		v := e.v.Verdict
+		out += fmt.Sprintf("\n  %9v %s %s %s after %v events=%d healthy=%v -> %s/%s pub=%v err=%v", e.at.Round(time.Millisecond),
+			e.v.Stage, v.Outcome, v.Class, e.v.Duration.Round(time.Millisecond), e.v.Events, v.Healthy, v.Next, v.Wait, v.Publish, e.v.Err)
+	}
+	return out
+}
+
+func (p *probe) viewOf() map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.view)
+}
+
+// viewOfObjects is the name -> resourceVersion map of objects.
+func viewOfObjects(objects []runtime.Object) map[string]string {
+	out := map[string]string{}
+	for _, o := range objects {
+		m, _ := meta.Accessor(o)
+		out[m.GetName()] = m.GetResourceVersion()
+	}
+	return out
+}
+
+func parseRV(rv string) int64 {
+	n, _ := strconv.ParseInt(rv, 10, 64)
+	return n
+}
+
+// runStream runs s until the returned stop is called, which waits for Run
+// to return.
+func runStream(t *testing.T, s *wgwatch.Stream) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v, want nil after teardown", err)
+		}
+	}
+}
+
+func sortedNames(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}
