@@ -47,6 +47,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/watchgrade/watchgrade v0.0.0-00010101000000-000000000000
 	github.com/watchgrade/watchgrade/internal/e2e v0.0.0-00010101000000-000000000000
+	golang.org/x/net v0.59.0
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.0
 	k8s.io/apimachinery v0.37.2
@@ -154,7 +155,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
-	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect

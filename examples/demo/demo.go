@@ -5,11 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -34,14 +30,26 @@ type options struct {
 	duration   time.Duration
 	kubeconfig string
 	namespace  string
-	routine    bool
-	verbose    bool
+	// timeline, if set, is the file (.html or .svg) the picture goes to.
+	timeline   string
+	endings    endingsMode
+	serverLogs bool
 	out        io.Writer
 }
 
 const (
 	targetName     = "app"
 	controllerUser = "watchgrade-demo-controller"
+	// minDuration is the shortest story: the denial needs its grace (15 s)
+	// plus a session or two, the repair a backoff (up to 10 s).
+	minDuration = 45 * time.Second
+	// watchTimeout is how long the controller's watches last in kubeconfig
+	// mode (timeoutSeconds): the routine closes and the RBAC checks a
+	// cluster makes every 30 to 60 minutes, every two seconds.
+	watchTimeout = 2 * time.Second
+	// oldCursorStream is the stream that, in kubeconfig mode, resumes from
+	// a cursor older than the apiserver's watch cache.
+	oldCursorStream = "old-cursor/watchtargets"
 )
 
 var (
@@ -52,12 +60,20 @@ var (
 // run starts the servers (unless opts.kubeconfig names a cluster), tells
 // the story and returns its summary.
 func run(ctx context.Context, opts options) (summary, error) {
-	if opts.duration < 45*time.Second {
-		return summary{}, fmt.Errorf("--duration %v is too short: the story needs at least 45s", opts.duration)
+	if opts.duration < minDuration {
+		return summary{}, fmt.Errorf("--duration %v is too short: the story needs at least %v", opts.duration, minDuration)
 	}
-	p := &printer{out: opts.out, start: time.Now(), routine: opts.routine}
-	if !opts.verbose {
-		// The servers log through klog; the demo's output is its own.
+	if opts.timeline != "" {
+		if _, err := timelineFormat(opts.timeline); err != nil {
+			return summary{}, err
+		}
+	}
+	start := time.Now()
+	p := newPrinter(opts.out, start, opts.endings)
+	rec := newRecorder(start)
+	if !opts.serverLogs {
+		// The servers and client-go log through klog; the demo's output is
+		// its own.
 		klog.SetLogger(logr.Discard())
 	}
 	if opts.kubeconfig != "" {
@@ -67,22 +83,24 @@ func run(ctx context.Context, opts options) (summary, error) {
 		if err != nil {
 			return summary{}, err
 		}
-		p.step("using the cluster at %s (namespace %s); no apiserver restart in this mode", cfg.Host, opts.namespace)
-		return tell(ctx, opts, p, cfg, nil)
+		p.step("using the cluster at %s (namespace %s)", cfg.Host, opts.namespace)
+		p.step("its apiserver ends a watch after 30-60 min and checks RBAC only when one opens: to show in minutes what it shows in an hour, the controller asks for watches of %v (timeoutSeconds=%d); nothing on the cluster changes",
+			watchTimeout, int(watchTimeout/time.Second))
+		return tell(ctx, opts, p, rec, cfg, nil)
 	}
 
-	p.step("starting etcd and a kube-apiserver on loopback (about 10 s; `go run` compiled them first, minutes on a first build)")
+	p.step("starting etcd and a kube-apiserver on loopback (about 10 s; `go run` compiled them first, minutes on a first build: `go run -v` lists the packages as they compile)")
 	var serverLog bytes.Buffer
 	logTo := io.Writer(&serverLog)
-	if opts.verbose {
+	if opts.serverLogs {
 		logTo = opts.out
 	}
 	var sum summary
 	var err error
 	ok := harness.NewProgram("watchgrade-demo", logTo).Run(func(tb harness.TB) {
-		c := harness.Start(tb, harness.Options{RBAC: true, Flags: []string{"--min-request-timeout=1"}, QuietEtcd: !opts.verbose})
-		p.step("kube-apiserver is up at https://%s (RBAC on, watches end every 1-2 s)", c.Proxy.Addr())
-		sum, err = tell(ctx, opts, p, c.Config(), c.RestartAPIServer)
+		c := harness.Start(tb, harness.Options{RBAC: true, Flags: []string{"--min-request-timeout=1"}, QuietEtcd: !opts.serverLogs})
+		p.step("kube-apiserver is up at https://%s (RBAC on, --min-request-timeout=1: watches end every 1-2 s, not every 30-60 min)", c.Proxy.Addr())
+		sum, err = tell(ctx, opts, p, rec, c.Config(), c.RestartAPIServer)
 	})
 	if !ok && err == nil {
 		err = fmt.Errorf("the embedded servers failed:\n%s", serverLog.String())
@@ -90,11 +108,47 @@ func run(ctx context.Context, opts options) (summary, error) {
 	return sum, err
 }
 
+// controllerRun is one running instance of the example controller.
+type controllerRun struct {
+	ctl  *clientgo.Controller
+	stop func() // stops it and waits until it has
+}
+
+// startController starts a client-go example controller that acts as cfg's
+// identity in namespace and reports every stream to observer.
+func startController(ctx context.Context, cfg *rest.Config, namespace string, observer wgwatch.Observer) (*controllerRun, error) {
+	ctl, err := clientgo.New(clientgo.Options{
+		Config:    cfg,
+		Namespace: namespace,
+		// A registry per instance: a new controller registers its metrics
+		// afresh, as a new process would.
+		Registerer: prometheus.NewRegistry(),
+		Observer:   observer,
+		// A stream that needs a human retries every 5-10 s instead of
+		// watchgrade's default 30-60 s, so the repair shows quickly.
+		MaxBackoff: 10 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = ctl.Run(ctx) // nil after a teardown
+	}()
+	return &controllerRun{ctl: ctl, stop: func() { cancel(); <-done }}, nil
+}
+
 // tell runs the controller and the story on the cluster admin reaches.
-// restart, if not nil, restarts the kube-apiserver.
-func tell(ctx context.Context, opts options, p *printer, admin *rest.Config, restart func()) (summary, error) {
+// restart, if not nil, restarts the kube-apiserver (embedded mode).
+func tell(ctx context.Context, opts options, p *printer, rec *recorder, admin *rest.Config, restart func()) (summary, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	mode := "embedded"
+	if restart == nil {
+		mode = "kubeconfig"
+	}
 	env, err := sandbox.New(admin, opts.namespace, controllerUser)
 	if err != nil {
 		return summary{}, err
@@ -124,52 +178,82 @@ func tell(ctx context.Context, opts options, p *printer, admin *rest.Config, res
 	if err != nil {
 		return summary{}, err
 	}
+	foldCtx, stopFolding := context.WithCancel(ctx)
+	defer stopFolding()
+	go p.foldLoop(foldCtx)
 
-	counts := newTally()
-	reg := prometheus.NewRegistry()
-	ctl, err := clientgo.New(clientgo.Options{
-		Config:     env.ControllerConfig(),
-		Namespace:  env.Namespace,
-		Registerer: reg,
-		Observer:   wgwatch.Observers(counts, p),
-		// A stream that needs a human retries every 5-10 s instead of
-		// watchgrade's default 30-60 s, so the repair shows quickly.
-		MaxBackoff: 10 * time.Second,
-	})
+	ctlConfig := env.ControllerConfig()
+	if restart == nil {
+		ctlConfig = sandbox.ShortWatches(ctlConfig, watchTimeout)
+	}
+	observer := wgwatch.Observers(rec, p)
+	ctl, err := startController(ctx, ctlConfig, env.Namespace, observer)
 	if err != nil {
 		return summary{}, err
 	}
-	ctlCtx, stopController := context.WithCancel(ctx)
-	ctlDone := make(chan error, 1)
-	go func() { ctlDone <- ctl.Run(ctlCtx) }()
-	defer func() { stopController(); <-ctlDone }()
+	defer func() { ctl.stop() }()
 
-	p.step("creating WatchTarget %s following configmaps and secrets", targetName)
+	// scene notes a scene in the record and prints its line.
+	scene := func(label, format string, args ...any) time.Duration {
+		detail := fmt.Sprintf(format, args...)
+		p.step("%s", detail)
+		return rec.scene(label, detail)
+	}
+	// snapshot is the record so far.
+	snapshot := func(end time.Duration) *record {
+		return rec.finish(mode, end, targetName, targets.History(targetName), targets.Writes(targetName), events.Occurrences())
+	}
+
+	scene("target created", "creating WatchTarget %s following configmaps and secrets", targetName)
 	if err := env.CreateTarget(ctx, targetName, configmaps, secrets); err != nil {
 		return summary{}, err
 	}
 	start := time.Now()
 	end := start.Add(opts.duration)
 	at := func(fraction float64) time.Time { return start.Add(time.Duration(fraction * float64(opts.duration))) }
-	sum := summary{Duration: opts.duration}
+	sum := summary{Mode: mode, Duration: opts.duration}
 	if _, err := targets.Await(ctx, targetName, time.Minute, "Ready", sandbox.Target.Ready); err != nil {
 		return sum, err
 	}
 	p.step("Ready. From here on, routine closes come every second or two and change nothing")
 
-	if err := sleepUntil(ctx, at(0.15)); err != nil {
+	// A rollout of the controller, while the target is Ready: what does
+	// the new instance publish about a target that did not change?
+	if err := sleepUntil(ctx, at(0.1)); err != nil {
 		return sum, err
 	}
+	restartFrom := scene("controller restart", "restarting the controller, as a rollout would: the old one stops, a new one starts with nothing in memory; the target's Ready=True stays as written")
+	ctl.stop()
+	if ctl, err = startController(ctx, ctlConfig, env.Namespace, observer); err != nil {
+		return sum, err
+	}
+
+	if err := sleepUntil(ctx, at(0.2)); err != nil {
+		return sum, err
+	}
+	restartTo := rec.since(time.Now())
+	published := snapshot(restartTo).published(restartFrom, restartTo)
+	p.step("the controller restart published %s, %s and %s (seen by a watch on the target)",
+		plural(published.Writes, "status write", "status writes"), plural(published.Events, "Event", "Events"), plural(published.Dips, "Ready dip", "Ready dips"))
+
 	if restart != nil {
-		p.step("restarting the kube-apiserver, as a rollout would: a watch whose cursor is older than the new watch cache expires (410) and replays")
+		scene("apiserver restart", "restarting the kube-apiserver, as a rollout would: a watch whose cursor is older than the new watch cache expires (410) and replays")
 		restart()
 		sum.Restarted = true
+	} else {
+		scene("old cursor", "a stream of WatchTargets resumes from resourceVersion 1, older than the apiserver's watch cache (as after a long absence): 410 Expired, then a replay. (The embedded run restarts its apiserver here; that cannot be done to your cluster.)")
+		done, err := resumeFromOldCursor(ctx, env, observer)
+		if err != nil {
+			return sum, err
+		}
+		defer func() { cancel(); <-done }()
+		sum.OldCursor = true
 	}
 
 	if err := sleepUntil(ctx, at(0.3)); err != nil {
 		return sum, err
 	}
-	p.step("removing the controller's permission to list and watch secrets")
+	scene("Role removed", "removing the controller's permission to list and watch secrets")
 	if err := env.Grant(ctx, configmaps.GVR().GroupResource()); err != nil {
 		return sum, err
 	}
@@ -177,9 +261,9 @@ func tell(ctx context.Context, opts options, p *printer, admin *rest.Config, res
 		return t.Status(wgreadiness.ConditionStalled) == metav1.ConditionTrue
 	}); err == nil {
 		sum.Stalled = true
-		p.step("Stalled: a human must act. A human restores the Role")
+		scene("Role restored", "Stalled: a human must act. A human restores the Role")
 	} else {
-		p.step("not Stalled in time (%v); restoring the Role anyway", err)
+		scene("Role restored", "not Stalled in time (%v); restoring the Role anyway", err)
 	}
 	if err := env.Grant(ctx, both...); err != nil {
 		return sum, err
@@ -197,18 +281,59 @@ func tell(ctx context.Context, opts options, p *printer, admin *rest.Config, res
 		log := e.Log()
 		return len(log) > 0 && strings.HasPrefix(log[len(log)-1], corev1.EventTypeNormal)
 	})
-	sum.Sessions = counts.sessions()
+	stopFolding()
+	p.mute()
+	r := snapshot(rec.since(time.Now()))
+	r.Restart = r.published(restartFrom, restartTo)
+	sum.Record = r
+	sum.Restart = r.Restart
+	sum.Sessions = r.sessions()
 	sum.Events = events.Log()
 	sum.Warnings = events.Count(corev1.EventTypeWarning)
-	sum.Mirrored = ctl.Mirrored()
+	sum.Mirrored = ctl.ctl.Mirrored()
 	sum.Target, _ = targets.Latest(targetName)
 	if u, err := env.Dynamic.Resource(watchtarget.Resource).Namespace(env.Namespace).Get(ctx, targetName, metav1.GetOptions{}); err == nil {
 		if res, err := status.Compute(u); err == nil {
 			sum.KStatus = res.Status.String()
 		}
 	}
-	sum.print(opts.out)
-	return sum, nil
+	var text bytes.Buffer
+	if opts.timeline != "" {
+		sum.Timeline = opts.timeline
+		sum.print(&text)
+		if err := writeTimeline(opts.timeline, r, text.String()); err != nil {
+			return sum, err
+		}
+	} else {
+		sum.print(&text)
+	}
+	_, err = opts.out.Write(text.Bytes())
+	return sum, err
+}
+
+// resumeFromOldCursor starts a graded stream of the namespace's
+// WatchTargets from resourceVersion 1. Every apiserver's watch cache of a
+// custom resource begins when the resource's CRD is served, long after
+// revision 1, so the watch is told 410 Expired and the stream replays, as
+// one that kept its cursor through a long absence would. The stream runs
+// until ctx ends; the channel closes when it has stopped.
+func resumeFromOldCursor(ctx context.Context, env *sandbox.Env, observer wgwatch.Observer) (<-chan struct{}, error) {
+	s, err := wgwatch.NewStream(clientgo.ListWatch(env.Dynamic, watchtarget.Resource, env.Namespace), wgwatch.HandlerFuncs{}, wgwatch.StreamOptions{
+		Resource:   watchtarget.Resource.GroupResource(),
+		Name:       oldCursorStream,
+		Cursor:     "1",
+		Observer:   observer,
+		MaxBackoff: 10 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Run(ctx) // nil after a teardown
+	}()
+	return done, nil
 }
 
 func sleepUntil(ctx context.Context, t time.Time) error {
@@ -219,145 +344,5 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 		return ctx.Err()
 	case <-timer.C:
 		return nil
-	}
-}
-
-// printer prints what the streams report, one line each, with the time
-// since the demo started.
-type printer struct {
-	out     io.Writer
-	start   time.Time
-	routine bool
-	mu      sync.Mutex
-}
-
-func (p *printer) line(kind, format string, args ...any) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fmt.Fprintf(p.out, "%6.1fs  %-6s  %s\n", time.Since(p.start).Seconds(), kind, fmt.Sprintf(format, args...))
-}
-
-func (p *printer) step(format string, args ...any) { p.line("==>", format, args...) }
-
-// StateChanged prints a stream's new state.
-func (p *printer) StateChanged(s wgwatch.State) {
-	human := ""
-	if s.NeedsHuman {
-		human = "  [needs a human]"
-	}
-	p.line("state", "%-26s %s/%s%s  %s", s.Stream, s.Phase, s.Reason, human, s.Message)
-}
-
-// SessionEnded prints a session ending and its grade.
-func (p *printer) SessionEnded(e wgwatch.SessionEnd) {
-	v := e.Verdict
-	if !p.routine && !v.Publish && v.Outcome != wgwatch.OutcomeError {
-		return
-	}
-	grade := "routine, nothing published"
-	switch {
-	case v.Outcome == wgwatch.OutcomeTeardown:
-		grade = "teardown"
-	case v.Publish && v.PublishAfter > 0:
-		grade = fmt.Sprintf("published only if the replay takes over %v", v.PublishAfter)
-	case v.Publish:
-		grade = "publishes " + string(v.State.Phase) + "/" + string(v.State.Reason)
-	case v.Outcome == wgwatch.OutcomeError:
-		grade = "not published yet: the next session decides"
-	}
-	cause := ""
-	if e.Err != nil {
-		cause = fmt.Sprintf(" (%s)", v.Class)
-	}
-	p.line("ended", "%-26s %-8s%s after %.1fs, %d events -> %s, %s", e.Stream, v.Outcome, cause, e.Duration.Seconds(), e.Events, strings.ToLower(string(v.Next)), grade)
-}
-
-// tally counts session endings by stream and outcome.
-type tally struct {
-	mu     sync.Mutex
-	counts map[string]map[wgwatch.Outcome]int
-}
-
-func newTally() *tally { return &tally{counts: map[string]map[wgwatch.Outcome]int{}} }
-
-func (t *tally) StateChanged(wgwatch.State) {}
-
-func (t *tally) SessionEnded(e wgwatch.SessionEnd) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.counts[e.Stream] == nil {
-		t.counts[e.Stream] = map[wgwatch.Outcome]int{}
-	}
-	t.counts[e.Stream][e.Verdict.Outcome]++
-}
-
-func (t *tally) sessions() map[string]map[wgwatch.Outcome]int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make(map[string]map[wgwatch.Outcome]int, len(t.counts))
-	for k, v := range t.counts {
-		out[k] = maps.Clone(v)
-	}
-	return out
-}
-
-// summary is what the demo showed.
-type summary struct {
-	Duration  time.Duration
-	Restarted bool
-	Stalled   bool
-	Recovered bool
-	// Sessions counts session endings by stream and outcome.
-	Sessions map[string]map[wgwatch.Outcome]int
-	// Events are the Events about the WatchTarget, "Type/Reason", in order.
-	Events   []string
-	Warnings int
-	Mirrored map[string]int
-	Target   sandbox.Target
-	KStatus  string
-}
-
-// total sums session endings of one outcome over every stream.
-func (s summary) total(o wgwatch.Outcome) int {
-	n := 0
-	for _, byOutcome := range s.Sessions {
-		n += byOutcome[o]
-	}
-	return n
-}
-
-// told reports whether the story ended as promised: one Warning, for the
-// one thing a human had to fix, and Ready for the current generation.
-func (s summary) told() bool {
-	return s.Stalled && s.Recovered && s.Warnings == 1 && s.Target.Ready()
-}
-
-func (s summary) print(w io.Writer) {
-	fmt.Fprintf(w, "\nSummary after %v\n", s.Duration)
-	fmt.Fprintf(w, "  session endings by stream (watchgrade_watch_sessions_ended_total):\n")
-	outcomes := []wgwatch.Outcome{wgwatch.OutcomeClosed, wgwatch.OutcomeExpired, wgwatch.OutcomeError, wgwatch.OutcomeTeardown}
-	for _, name := range slices.Sorted(maps.Keys(s.Sessions)) {
-		var parts []string
-		for _, o := range outcomes {
-			parts = append(parts, fmt.Sprintf("%s=%d", o, s.Sessions[name][o]))
-		}
-		fmt.Fprintf(w, "    %-26s %s\n", name, strings.Join(parts, " "))
-	}
-	mirrored := make([]string, 0, len(s.Mirrored))
-	for name, n := range s.Mirrored {
-		mirrored = append(mirrored, fmt.Sprintf("%s=%d", name, n))
-	}
-	sort.Strings(mirrored)
-	fmt.Fprintf(w, "  mirrored objects: %s\n", strings.Join(mirrored, " "))
-	fmt.Fprintf(w, "  WatchTarget %s\n", s.Target)
-	fmt.Fprintf(w, "  kstatus: %s\n", s.KStatus)
-	fmt.Fprintf(w, "  Events (%d, %d Warning): %s\n", len(s.Events), s.Warnings, strings.Join(s.Events, " "))
-	routine := s.total(wgwatch.OutcomeClosed) + s.total(wgwatch.OutcomeExpired)
-	fmt.Fprintf(w, "  %d routine endings (closes and expiries) produced no Warning; %d Warning for the denial a human had to fix.\n", routine, s.Warnings)
-	fmt.Fprintf(w, "demo: closed=%d expired=%d error=%d restarted=%t stalled=%t recovered=%t warnings=%d kstatus=%s ready=%t\n",
-		s.total(wgwatch.OutcomeClosed), s.total(wgwatch.OutcomeExpired), s.total(wgwatch.OutcomeError),
-		s.Restarted, s.Stalled, s.Recovered, s.Warnings, s.KStatus, s.Target.Ready())
-	if !s.told() {
-		fmt.Fprintln(w, "demo: the story did not end as expected (see above); a longer --duration may help")
 	}
 }

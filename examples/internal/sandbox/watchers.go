@@ -28,6 +28,11 @@ type Target struct {
 	ObservedGeneration int64
 	// Conditions holds Ready, Reconciling and Stalled as written.
 	Conditions []metav1.Condition
+	// ResourceVersion is the object's resourceVersion when this status was
+	// first seen.
+	ResourceVersion string
+	// Seen is when this status was first seen.
+	Seen time.Time
 }
 
 // Status returns the status of condition typ, "" if absent.
@@ -63,7 +68,8 @@ func (t Target) String() string {
 	return s
 }
 
-// same reports whether two samples say the same thing (times aside).
+// same reports whether two samples say the same thing (times and
+// resourceVersions aside).
 func (t Target) same(u Target) bool {
 	if t.Generation != u.Generation || t.ObservedGeneration != u.ObservedGeneration || len(t.Conditions) != len(u.Conditions) {
 		return false
@@ -120,20 +126,25 @@ func (c *changes) notify() {
 }
 
 // Targets follows the WatchTargets of the namespace with a graded stream
-// and keeps every distinct status each one showed, in order.
+// and keeps every distinct status each one showed, in order, and when each
+// was written.
 type Targets struct {
 	changes
 	onChange func(Target)
 
 	mu      sync.Mutex
 	history map[string][]Target
+	// version is the last resourceVersion seen of each target; writes has
+	// the times at which a new one was seen, the first excepted.
+	version map[string]string
+	writes  map[string][]time.Time
 }
 
 // WatchTargets starts following the namespace's WatchTargets until ctx
 // ends. onChange, if set, is called (from the stream's goroutine) with
 // every new distinct status.
 func (e *Env) WatchTargets(ctx context.Context, onChange func(Target)) (*Targets, error) {
-	t := &Targets{onChange: onChange, history: map[string][]Target{}}
+	t := &Targets{onChange: onChange, history: map[string][]Target{}, version: map[string]string{}, writes: map[string][]time.Time{}}
 	err := e.follow(ctx, watchtarget.Resource, "sandbox-watchtargets", wgwatch.HandlerFuncs{
 		SnapshotFunc: func(_ context.Context, snap wgwatch.Snapshot) error {
 			for _, obj := range snap.Objects {
@@ -160,8 +171,15 @@ func (t *Targets) record(obj runtime.Object) {
 	if err != nil {
 		return
 	}
-	s := Target{Name: wt.Name, Generation: wt.Generation, ObservedGeneration: wt.Status.ObservedGeneration, Conditions: wt.Status.Conditions}
+	s := Target{
+		Name: wt.Name, Generation: wt.Generation, ObservedGeneration: wt.Status.ObservedGeneration, Conditions: wt.Status.Conditions,
+		ResourceVersion: wt.ResourceVersion, Seen: time.Now(),
+	}
 	t.mu.Lock()
+	if last, ok := t.version[s.Name]; ok && last != s.ResourceVersion {
+		t.writes[s.Name] = append(t.writes[s.Name], s.Seen)
+	}
+	t.version[s.Name] = s.ResourceVersion
 	h := t.history[s.Name]
 	if n := len(h); n > 0 && h[n-1].same(s) {
 		t.mu.Unlock()
@@ -193,6 +211,17 @@ func (t *Targets) History(name string) []Target {
 	return append([]Target(nil), t.history[name]...)
 }
 
+// Writes returns when each write to name was seen: every new
+// resourceVersion after the first one seen. With nothing but the
+// controller writing to a WatchTarget after its creation, these are its
+// status writes. A write the stream did not see (one made while it was
+// replaying after an expiry, then overwritten) is not counted.
+func (t *Targets) Writes(name string) []time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]time.Time(nil), t.writes[name]...)
+}
+
 // Await waits until name's latest status satisfies ok, for at most
 // timeout, and returns it.
 func (t *Targets) Await(ctx context.Context, name string, timeout time.Duration, what string, ok func(Target) bool) (Target, error) {
@@ -218,6 +247,8 @@ type Event struct {
 	Count int32
 	// First is when the Event was first seen by Events.
 	First time.Time
+	// Seen is when this occurrence was seen (in List, the latest one).
+	Seen time.Time
 }
 
 // Events follows the namespace's Events about WatchTargets.
@@ -272,14 +303,17 @@ func (ev *Events) record(obj runtime.Object) {
 	if e.Series != nil {
 		count = max(count, e.Series.Count)
 	}
+	now := time.Now()
 	ev.mu.Lock()
 	old := ev.byName[e.Name]
 	if old == nil {
-		old = &Event{Name: e.Name, Target: e.InvolvedObject.Name, Type: e.Type, Reason: e.Reason, Message: e.Message, First: time.Now()}
-		old.Count = 0
+		old = &Event{Name: e.Name, Target: e.InvolvedObject.Name, Type: e.Type, Reason: e.Reason, Message: e.Message, First: now}
 		ev.byName[e.Name] = old
 	}
 	occurred := count > old.Count
+	if occurred {
+		old.Seen = now
+	}
 	for n := old.Count; n < count; n++ {
 		ev.log = append(ev.log, *old)
 	}
@@ -325,6 +359,14 @@ func (ev *Events) Log() []string {
 		out = append(out, e.Type+"/"+e.Reason)
 	}
 	return out
+}
+
+// Occurrences returns each occurrence of an Event, repeats included, in
+// the order seen, with the time it was seen.
+func (ev *Events) Occurrences() []Event {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	return append([]Event(nil), ev.log...)
 }
 
 // Await waits until ok holds for the Events seen, for at most timeout.

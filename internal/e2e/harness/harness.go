@@ -2,7 +2,8 @@
 // binary, on 127.0.0.1, with the fault tools the end-to-end tests need: a TCP
 // proxy in front of the apiserver that can reset, refuse and switch
 // connections, etcd compaction, a second apiserver on the same etcd, users
-// without RBAC bindings, and CRDs installed late.
+// without RBAC bindings, CRDs installed late, and an admin kubeconfig file
+// for programs that take one.
 //
 // The servers change process-wide state (feature gates, logging): start them
 // one after another, never from parallel tests.
@@ -30,7 +31,12 @@ import (
 // Options configures [Start].
 type Options struct {
 	// Flags are extra kube-apiserver flags, such as
-	// "--min-request-timeout=1" or "--watch-cache=false". Defaults to none.
+	// "--min-request-timeout=1" or "--watch-cache=false". Defaults to none:
+	// the kube-apiserver's own defaults, as on a real cluster (a watch
+	// lasts 30 to 60 minutes unless its client sends timeoutSeconds). The
+	// harness itself adds only flags that change no watch's behaviour: a
+	// token file for the admin, --shutdown-send-retry-after (a quick
+	// shutdown) and, with RBAC, --authorization-mode.
 	Flags []string
 	// RBAC turns on --authorization-mode=RBAC, so that impersonated users
 	// without bindings get 403. Defaults to off (everything allowed).
