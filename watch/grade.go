@@ -78,6 +78,10 @@ type Ending struct {
 	// on in a row before this ending: from the first of them to now. Zero
 	// when there were none just before.
 	NeedsHumanFor time.Duration
+	// ExpiredFor is how long the stream has been without a usable cursor:
+	// from the first expiry since it was last live to this ending. Zero
+	// when there was none before.
+	ExpiredFor time.Duration
 	// Replays counts the replays started since the stream was last live,
 	// this session's included.
 	Replays int
@@ -230,9 +234,9 @@ type Escalation struct {
 //	  410, or too large resourceVersion            expired   nothing                           replay at once
 //	  any other error (a stream reset, the         error     nothing                           resume after backoff,
 //	    handler)                                                                                 which starts over
-//	not live, 410 or too large resourceVersion:    expired   Replaying once Trouble ≥          replay: at once if no
-//	                                                           ReplayGrace                       replay since live,
-//	                                                                                             else after backoff
+//	not live, 410 or too large resourceVersion:    expired   Replaying once ExpiredFor ≥       replay: at once if no
+//	                                                           ReplayGrace (or Trouble ≥         replay since live,
+//	                                                           TransientGrace)                   else after backoff
 //	not live, a clean close:
 //	  short, the first, no replay since live       closed    nothing                           resume at once
 //	  short, no replay since live                  closed    nothing                           replay after backoff
@@ -255,8 +259,9 @@ type Escalation struct {
 // stream that has not been live for that long is losing data, then
 // stalled, whatever the cause. The thresholds not reached yet are
 // [Verdict.Escalations], which a stream publishes on a timer if it has not
-// gone live by then (after an expiry: Replaying at ReplayGrace, then the
-// deadline). A short close is one that came before the session went live;
+// gone live by then (after an expiry: Replaying at ReplayGrace from the
+// expiry, or at TransientGrace from the last live session if that comes
+// first, then the deadline). A short close is one that came before the session went live;
 // its reason is [ReasonFlapping]. A handler error takes the class of the
 // error it returned ([Classify]), so a handler that reports a Forbidden
 // from its own API call needs a human too.
@@ -324,7 +329,7 @@ func Grade(e Ending, p Policy) Verdict {
 	case class == ClassNeedsHuman && e.NeedsHumanFor >= p.HumanGrace:
 		v.Publish = true
 		v.State = State{Phase: PhaseBlocked, Reason: reason, NeedsHuman: true, Message: describe(e)}
-	case class == ClassExpired && e.Trouble >= p.ReplayGrace:
+	case class == ClassExpired && (e.ExpiredFor >= p.ReplayGrace || e.Trouble >= p.TransientGrace):
 		v.Publish, v.State = true, replayingState(reason)
 	case v.Publish:
 		// Flapping, from gradeShortClose.
@@ -376,7 +381,11 @@ func escalations(e Ending, class Class, reason Reason, p Policy) []Escalation {
 	}
 	switch {
 	case class == ClassExpired:
-		at(p.ReplayGrace, replayingState(reason))
+		// ReplayGrace counts from the expiry; trouble before it (the
+		// outage of an apiserver's restart) has its own grace.
+		if after := min(p.ReplayGrace-e.ExpiredFor, p.TransientGrace-e.Trouble); after > 0 {
+			out = append(out, Escalation{After: after, State: replayingState(reason)})
+		}
 	case e.Live && e.Cause == CauseClosed:
 		at(p.TransientGrace, State{Phase: PhaseBlocked, Reason: ReasonNoLiveSession,
 			Message: fmt.Sprintf("no watch session has gone live for over %s since the last one closed", p.TransientGrace)})

@@ -20,8 +20,10 @@ type history struct {
 	replays int
 	// humanSince is when the current run of failures that need a human
 	// began; zero when the last ending was not one.
-	humanSince  time.Time
-	shortCloses int
+	humanSince time.Time
+	// expiredSince is when the cursor first expired since then.
+	expiredSince time.Time
+	shortCloses  int
 }
 
 func newHistory(now time.Time) history { return history{lastLive: now} }
@@ -42,6 +44,9 @@ func (h *history) fill(e *Ending, now time.Time, replayed bool) {
 	if !h.humanSince.IsZero() {
 		e.NeedsHumanFor = now.Sub(h.humanSince)
 	}
+	if !h.expiredSince.IsZero() {
+		e.ExpiredFor = now.Sub(h.expiredSince)
+	}
 }
 
 // record adds the ending graded v to the history.
@@ -57,6 +62,9 @@ func (h *history) record(e Ending, v Verdict, now time.Time) {
 		h.humanSince = time.Time{}
 	case h.humanSince.IsZero():
 		h.humanSince = now
+	}
+	if v.Class == ClassExpired && h.expiredSince.IsZero() {
+		h.expiredSince = now
 	}
 	if v.ShortClose {
 		h.shortCloses++

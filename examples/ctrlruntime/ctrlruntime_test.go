@@ -138,6 +138,10 @@ func TestNewInformerInstruments(t *testing.T) {
 				go func() { defer close(done); informer.RunWithContext(ctx) }()
 				synctest.Wait()
 				synced := informer.HasSynced()
+				// The watch after the replay is live once it has stayed open
+				// for ShortSession.
+				time.Sleep(wgwatch.DefaultShortSession)
+				synctest.Wait()
 				cancel()
 				<-done
 				synctest.Wait()

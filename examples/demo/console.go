@@ -189,11 +189,14 @@ func describeEnding(e wgwatch.SessionEnd) string {
 	switch {
 	case v.Outcome == wgwatch.OutcomeTeardown:
 		grade = "teardown"
-	case v.Publish && v.PublishAfter > 0:
-		grade = fmt.Sprintf("published only if the replay takes over %v", v.PublishAfter)
 	case v.Publish:
 		grade = "publishes " + string(v.State.Phase) + "/" + string(v.State.Reason)
-	case v.Outcome == wgwatch.OutcomeError:
+	case v.Outcome == wgwatch.OutcomeExpired && len(v.Escalations) > 0:
+		grade = fmt.Sprintf("published only if not live again within %v", v.Escalations[0].After.Round(time.Second))
+	case !v.Healthy && len(v.Escalations) > 0:
+		esc := v.Escalations[0]
+		grade = fmt.Sprintf("not published yet: %s/%s if not live again within %v", esc.State.Phase, esc.State.Reason, esc.After.Round(time.Second))
+	case v.Outcome == wgwatch.OutcomeError && !v.Healthy:
 		grade = "not published yet: the next session decides"
 	}
 	cause := ""
