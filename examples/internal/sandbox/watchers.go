@@ -28,6 +28,8 @@ type Target struct {
 	ObservedGeneration int64
 	// Conditions holds Ready, Reconciling and Stalled as written.
 	Conditions []metav1.Condition
+	// Object is the WatchTarget as the API server sent it.
+	Object *unstructured.Unstructured
 }
 
 // Status returns the status of condition typ, "" if absent.
@@ -160,7 +162,7 @@ func (t *Targets) record(obj runtime.Object) {
 	if err != nil {
 		return
 	}
-	s := Target{Name: wt.Name, Generation: wt.Generation, ObservedGeneration: wt.Status.ObservedGeneration, Conditions: wt.Status.Conditions}
+	s := Target{Name: wt.Name, Generation: wt.Generation, ObservedGeneration: wt.Status.ObservedGeneration, Conditions: wt.Status.Conditions, Object: u.DeepCopy()}
 	t.mu.Lock()
 	h := t.history[s.Name]
 	if n := len(h); n > 0 && h[n-1].same(s) {
