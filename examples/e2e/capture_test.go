@@ -27,6 +27,7 @@ import (
 	"github.com/watchgrade/watchgrade/examples/monitoring"
 	"github.com/watchgrade/watchgrade/examples/watchtarget"
 	wgmetrics "github.com/watchgrade/watchgrade/metrics"
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
 )
 
 // CaptureEnv names the directory where a run writes what it saw, for the
@@ -162,35 +163,48 @@ func (o *observatory) keyOf(name string) string {
 }
 
 // fixtures writes, when capturing, the WatchTarget as the API server sent
-// it in each kstatus state the run went through, the first time it showed
-// it: ready (Current), inprogress (InProgress), stalled (Failed). These are
-// the fixtures of the Argo CD health check.
+// it, the first time the run showed each of these states: ready (kstatus
+// Current), inprogress (Reconciling=True: kstatus InProgress), stalled
+// (kstatus Failed), and unobserved (a generation the controller had not
+// observed yet: kstatus InProgress). These are the fixtures of the Argo CD
+// health check. A state a run did not show (the client-go controller
+// often goes straight to Ready) leaves its file as it was.
 func (o *observatory) fixtures(history []sandbox.Target) {
 	o.t.Helper()
-	files := map[status.Status]string{status.CurrentStatus: "ready", status.InProgressStatus: "inprogress", status.FailedStatus: "stalled"}
-	seen := map[status.Status]bool{}
-	for _, s := range history {
-		if s.Object == nil || len(s.Conditions) == 0 {
-			continue // not yet written by the controller
-		}
-		res, err := status.Compute(s.Object)
-		if err != nil {
-			o.t.Fatalf("kstatus of %v: %v", s, err)
-		}
-		file, wanted := files[res.Status]
-		if !wanted || seen[res.Status] {
-			continue
-		}
-		seen[res.Status] = true
-		out, err := yaml.Marshal(s.Object.Object)
-		if err != nil {
-			o.t.Fatal(err)
-		}
-		o.write(file+".yaml", out)
+	states := []struct {
+		file string
+		is   func(s sandbox.Target, kstatus status.Status) bool
+	}{
+		{"ready", func(_ sandbox.Target, k status.Status) bool { return k == status.CurrentStatus }},
+		{"inprogress", func(s sandbox.Target, _ status.Status) bool {
+			return s.Status(wgreadiness.ConditionReconciling) == metav1.ConditionTrue
+		}},
+		{"stalled", func(_ sandbox.Target, k status.Status) bool { return k == status.FailedStatus }},
+		{"unobserved", func(s sandbox.Target, _ status.Status) bool { return s.Generation > s.ObservedGeneration }},
 	}
-	for st, file := range files {
-		if !seen[st] {
-			o.t.Logf("observatory: no %s object (kstatus %s) in this run", file, st)
+	for _, st := range states {
+		found := false
+		for _, s := range history {
+			if s.Object == nil || len(s.Conditions) == 0 {
+				continue // not yet written by the controller
+			}
+			res, err := status.Compute(s.Object)
+			if err != nil {
+				o.t.Fatalf("kstatus of %v: %v", s, err)
+			}
+			if !st.is(s, res.Status) {
+				continue
+			}
+			out, err := yaml.Marshal(s.Object.Object)
+			if err != nil {
+				o.t.Fatal(err)
+			}
+			o.write(st.file+".yaml", out)
+			found = true
+			break
+		}
+		if !found {
+			o.t.Logf("observatory: no %s object in this run", st.file)
 		}
 	}
 }
