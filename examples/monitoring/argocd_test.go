@@ -3,6 +3,7 @@ package monitoring_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,7 +142,9 @@ func TestArgoCDHealthCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range readHealthTests(t).Tests {
+	cases := readHealthTests(t).Tests
+	fmt.Printf("monitoring: argocd health.lua cases=%d\n", len(cases))
+	for _, tc := range cases {
 		t.Run(tc.InputPath, func(t *testing.T) {
 			got := runHealthLua(t, string(script), readObject(t, filepath.Join(healthDir, tc.InputPath)))
 			if diff := cmp.Diff(tc.HealthStatus, got); diff != "" {

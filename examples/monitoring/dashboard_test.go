@@ -2,6 +2,7 @@ package monitoring_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -165,6 +166,13 @@ func TestDashboardQueriesParseAndNameExposedMetrics(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no queries in the dashboard")
 	}
+	panels := 0
+	for _, pn := range allPanels(d.Panels) {
+		if pn.Type != "row" {
+			panels++
+		}
+	}
+	fmt.Printf("monitoring: grafana panels=%d queries=%d\n", panels, n)
 	for _, v := range d.Templating.List {
 		if q, ok := v.Query.(map[string]any); ok {
 			if s, _ := q["query"].(string); strings.HasPrefix(s, "label_values(") {
