@@ -42,9 +42,10 @@ const CaptureEnv = "WATCHGRADE_MONITORING_CAPTURE"
 // ([monitoring.ConditionCollector]) and their time to first Ready
 // ([wgmetrics.FirstReady], fed from the informer's events).
 type observatory struct {
-	t   *testing.T
-	dir string // where to write; "" writes nothing
-	url string
+	t         *testing.T
+	dir       string // where to write; "" writes nothing
+	url       string
+	namespace string
 
 	store   cache.Store
 	mu      sync.Mutex
@@ -54,7 +55,7 @@ type observatory struct {
 // observe starts the observatory for the controller called name, whose
 // metrics are on g; it stops when the test ends.
 func observe(t *testing.T, name string, env *sandbox.Env, g prometheus.Gatherer) *observatory {
-	o := &observatory{t: t, changed: make(chan struct{})}
+	o := &observatory{t: t, namespace: env.Namespace, changed: make(chan struct{})}
 	if root := os.Getenv(CaptureEnv); root != "" {
 		o.dir = filepath.Join(root, name)
 		if err := os.MkdirAll(o.dir, 0o755); err != nil {
@@ -126,7 +127,7 @@ func (o *observatory) scrape(ctx context.Context, checkpoint, name string, ok fu
 		o.mu.Lock()
 		changed := o.changed
 		o.mu.Unlock()
-		item, found, _ := o.store.GetByKey(o.keyOf(name))
+		item, found, _ := o.store.GetByKey(o.namespace + "/" + name)
 		if u, isU := item.(*unstructured.Unstructured); found && isU && ok(u) {
 			break
 		}
@@ -151,15 +152,6 @@ func (o *observatory) scrape(ctx context.Context, checkpoint, name string, ok fu
 	}
 	o.write("metrics-"+checkpoint+".txt", body)
 	return string(body)
-}
-
-func (o *observatory) keyOf(name string) string {
-	for _, item := range o.store.List() {
-		if u, ok := item.(*unstructured.Unstructured); ok && u.GetName() == name {
-			return u.GetNamespace() + "/" + name
-		}
-	}
-	return name
 }
 
 // fixtures writes, when capturing, the WatchTarget as the API server sent

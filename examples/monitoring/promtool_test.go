@@ -104,7 +104,7 @@ func replays(resource string, seconds, n float64) growth {
 	return growth{metric: "watchgrade_watch_replay_duration_seconds", histogram: true, match: map[string]string{"resource": resource}, value: seconds, perMinute: n}
 }
 
-func firstReadys(resource string, seconds, n float64) growth {
+func firstReadies(resource string, seconds, n float64) growth {
 	return growth{metric: "watchgrade_time_to_first_ready_seconds", histogram: true, match: map[string]string{"resource": resource}, value: seconds, perMinute: n}
 }
 
@@ -139,7 +139,7 @@ const (
 	qFirstReady  = `histogram_quantile(0.9, sum by (resource, le) (rate(watchgrade_time_to_first_ready_seconds_bucket[1h])))`
 	qRejected    = `sum by (resource, reason) (increase(watchgrade_time_to_first_ready_rejected_total[1h])) > 0`
 	qStalledObjs = `count(max by (namespace, name) (watchtarget_status_condition{type="Stalled",status="True"}) == 1)`
-	// Before this kit: le="1", and endings of every outcome but teardown.
+	// Before this kit: le="1", and a hot flap of closed and error endings.
 	qOldShortShare = "sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome=\"closed\",le=\"1\"}[15m]))\n  / sum by (resource) (rate(watchgrade_watch_session_duration_seconds_count{outcome=\"closed\"}[15m]))"
 	qOldHotFlap    = "sum by (resource) (rate(watchgrade_watch_sessions_ended_total{outcome=~\"closed|error\"}[15m])) * 3600\n  / clamp_min(sum by (resource) (watchgrade_watch_streams), 1) > 60"
 )
@@ -239,7 +239,7 @@ func scenarios(t *testing.T) []scenario {
 		name:   "replay cost and time to first Ready",
 		phases: []phase{{recovered, 70}},
 		grow: []growth{replays(configmaps, 12, 1), replays(secrets, 2, 1), replays(watchtargets, 0.07, 1),
-			firstReadys(watchtargets, 3, 1), rejections(watchtargets, "reversed", 1)},
+			firstReadies(watchtargets, 3, 1), rejections(watchtargets, "reversed", 1)},
 		alerts: []alertCase{
 			{at: 50, name: "WatchReplayCost"},
 			{at: 65, name: "WatchReplayCost", firing: []map[string]string{{"resource": configmaps, "severity": "ticket"}}},
