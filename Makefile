@@ -9,9 +9,9 @@ E2E_LOG  ?= $(CURDIR)/e2e.log
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: test check-format vet unit judge fuzz e2e examples bench stress
+.PHONY: test check-format vet unit judge fuzz e2e examples monitoring monitoring-capture bench stress
 
-test: check-format vet e2e examples unit judge fuzz
+test: check-format vet e2e examples monitoring unit judge fuzz
 
 check-format:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -79,6 +79,32 @@ examples:
 	cd examples && $(GO) test -count=1 -v -timeout 20m ./e2e/ ./demo/ > $(EXAMPLES_LOG) 2>&1; rc=$$?; \
 		grep -E '^ *(e2e:|demo:)|^(=== RUN|--- |PASS|FAIL|ok )|_test\.go:[0-9]+:' $(EXAMPLES_LOG); \
 		exit $$rc
+
+# The operations kit (examples/monitoring), each file checked by the tool
+# that consumes it: the Argo CD health check run with gopher-lua and held to
+# kstatus, the Grafana dashboard's queries parsed with Prometheus's parser,
+# the rule files loaded as Prometheus and the Prometheus Operator load them,
+# the promtool tests regenerated from the committed e2e scrapes and
+# compared; then promtool test rules, with promtool pinned in a module of
+# its own (its first build takes about 5 minutes; the Go build cache keeps
+# it).
+MONITORING_TESTS := ^Test(ArgoCD|Dashboard|RulesFile|PrometheusRule|RuleTests|EveryAlert|DocQueries|Prometheus3)
+
+monitoring:
+	cd examples && $(GO) test -count=1 -v -run '$(MONITORING_TESTS)' ./monitoring/ | grep -E '^(monitoring:|--- |ok |FAIL)|_test\.go:[0-9]+:'
+	cd examples/monitoring/promtool && $(GO) tool promtool test rules ../prometheus/rules_test.yaml
+	@f=examples/monitoring/prometheus/rules_test.yaml; \
+		echo "monitoring: promtool rule_tests=$$(grep -c 'eval_time:' $$f) alerts=$$(grep -h 'alertname:' $$f | sort -u | wc -l)"
+
+# Not part of `test`: runs both example controllers against a real
+# kube-apiserver, writes what they exposed and wrote into
+# examples/monitoring/testdata/e2e, and regenerates the promtool tests from
+# it. Review the diff and commit it.
+monitoring-capture:
+	cd examples && WATCHGRADE_MONITORING_CAPTURE=$(CURDIR)/examples/monitoring/testdata/e2e \
+		$(GO) test -count=1 -v -timeout 20m -run '^Test(ClientGo|ControllerRuntime)Controller$$' ./e2e/ > $(EXAMPLES_LOG) 2>&1; rc=$$?; \
+		grep -E '^ *e2e:|^(--- |ok |FAIL)|observatory:' $(EXAMPLES_LOG); test $$rc -eq 0
+	cd examples && $(GO) test -count=1 -run '^TestRuleTestsUpToDate$$' ./monitoring/ -update
 
 # Benchmarks are not part of `test`; the README records their figures.
 bench:

@@ -66,7 +66,7 @@
 // sessions_ended_total counts every session ending. session_duration_seconds
 // observes its lifetime, from the List or Watch call to its end, with
 // bucket bounds 0.1, 0.5, 1, 5, 30, 60, 300, 600, 1800, 3600, 7200 and
-// 14400 s: a hot flap piles up at le="1" and below, an informer's own
+// 14400 s: a hot flap piles up in the buckets up to 1 s, an informer's own
 // timeouts land in (300, 600], the apiserver's in (1800, 3600].
 //
 // streams counts each stream (by its name) in the phase it last reported.
@@ -150,18 +150,25 @@
 //
 //	sum by (resource, outcome) (rate(watchgrade_watch_sessions_ended_total[10m]))
 //
-// Hot flap: endings per stream per hour. A healthy stream ends about once
-// per 30–60 minutes (1–2 per hour; an informer, whose reflector times out
-// its own watches, 6–12); a flapping one ends many times a minute, which
-// no growth in the number of streams explains:
+// Hot flap: clean closes that came within a second, per stream per hour.
+// A healthy stream's server closes it about once per 30–60 minutes (an
+// informer, whose reflector times out its own watches, every 5–10), after
+// a long session; a flapping one closes within a second, many times a
+// minute. Failed opens are not counted: a stream that keeps retrying an
+// error (every 30–60 s for one that needs a human) never opened a session,
+// is Blocked rather than flapping, and shows in the streams gauge and in
+// open_failures_total below.
 //
-//	sum by (resource) (rate(watchgrade_watch_sessions_ended_total{outcome=~"closed|error"}[15m])) * 3600
+//	sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome="closed",le="1.0"}[15m])) * 3600
 //	  / clamp_min(sum by (resource) (watchgrade_watch_streams), 1)
 //
-// and the share of closes that came within a second:
+// and the share of clean closes that came within a second:
 //
-//	sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome="closed",le="1"}[15m]))
+//	sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome="closed",le="1.0"}[15m]))
 //	  / sum by (resource) (rate(watchgrade_watch_session_duration_seconds_count{outcome="closed"}[15m]))
+//
+// The bucket is exposed as le="1"; Prometheus 3 stores le values as
+// floats, so it is selected as le="1.0" (le="1" matches nothing there).
 //
 // Replay cost: the share of time spent replaying, how often, and how long
 // a replay takes:
@@ -185,36 +192,32 @@
 // # Alert rules
 //
 // Alerts on objects need a per-object condition series, which this package
-// does not publish (per-object labels are unbounded). Use kube-state-metrics
-// (its custom-resource-state configuration) or a collector of your own that
-// reads the informer cache at scrape time, shaped like kube-state-metrics'
-// condition metrics: one series per object and condition, labels type and
-// status, value 1 for the status the condition has. With such a series,
-// here myctl_widget_status_condition, and one that exists for every object,
-// here myctl_widget_info:
+// does not publish (per-object labels are unbounded). The examples module
+// ships one, monitoring.ConditionCollector, which reads the informer cache
+// at scrape time and is shaped like kube-state-metrics' condition metrics:
+// one series per object and condition, labels type and status, value 1
+// for the status the condition has, and an info series per object. The
+// rules below use its names for the example kind, watchtarget_info and
+// watchtarget_status_condition; examples/monitoring has them as a rule
+// file and a PrometheusRule, with the hot-flap and replay-cost alerts, and
+// tests them all with promtool on series from a real run:
 //
 //	groups:
-//	- name: myctl
+//	- name: watchgrade
 //	  rules:
-//	  - alert: WidgetStalled              # pages: a human must act
-//	    expr: max by (namespace, name) (myctl_widget_status_condition{type="Stalled",status="True"}) == 1
+//	  - alert: WatchTargetStalled         # pages: a human must act
+//	    expr: max by (namespace, name) (watchtarget_status_condition{type="Stalled",status="True"}) == 1
 //	    for: 5m
 //	    labels: {severity: page}
-//	  - alert: WidgetNotReady             # opens a ticket
+//	  - alert: WatchTargetNotReady        # opens a ticket
 //	    expr: |
-//	      max by (namespace, name) (myctl_widget_info)
-//	        unless max by (namespace, name) (myctl_widget_status_condition{type="Ready",status="True"} == 1)
+//	      max by (namespace, name) (watchtarget_info)
+//	        unless max by (namespace, name) (watchtarget_status_condition{type="Ready",status="True"} == 1)
 //	    for: 30m
 //	    labels: {severity: ticket}
 //	  - alert: WatchStreamBlocked         # the controller cannot see its inputs
 //	    expr: sum by (resource) (watchgrade_watch_streams{phase="Blocked"}) > 0
 //	    for: 10m
-//	    labels: {severity: ticket}
-//	  - alert: WatchHotFlap
-//	    expr: |
-//	      sum by (resource) (rate(watchgrade_watch_sessions_ended_total{outcome=~"closed|error"}[15m])) * 3600
-//	        / clamp_min(sum by (resource) (watchgrade_watch_streams), 1) > 60
-//	    for: 15m
 //	    labels: {severity: ticket}
 //
 // The not-Ready rule reads "Ready is not True", not "Ready is False": an

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -63,6 +64,11 @@ func exercise(t *testing.T, name string, start startController) {
 	}
 	sessions := newSessionCounter()
 	gatherer := start(t, env.ControllerConfig(), env.Namespace, sessions)
+	obs := observe(t, name, env, gatherer)
+	readyNow := func(u *unstructured.Unstructured) bool {
+		g, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		return g == u.GetGeneration() && hasCondition(wgreadiness.ConditionReady, metav1.ConditionTrue)(u)
+	}
 	if err := env.CreateTarget(ctx, "app", configmaps, secrets); err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +80,7 @@ func exercise(t *testing.T, name string, start startController) {
 	}
 	readyAfter := time.Since(created)
 	since := len(targets.History("app")) - 1
+	obs.scrape(ctx, "ready", "app", readyNow)
 
 	// 2. Routine closes (--min-request-timeout=1 ends every watch within
 	// two seconds) change nothing a user sees.
@@ -91,6 +98,7 @@ func exercise(t *testing.T, name string, start startController) {
 	if n := events.Count(corev1.EventTypeWarning); n != 0 {
 		t.Errorf("%d Warnings before anything went wrong, want 0: %v", n, events.Log())
 	}
+	obs.scrape(ctx, "routine", "app", readyNow)
 
 	// 3. A new generation is observed in the same update as the conditions.
 	if err := env.SetTargetResources(ctx, "app", secrets, configmaps); err != nil {
@@ -127,6 +135,11 @@ func exercise(t *testing.T, name string, start startController) {
 	if err := events.Await(ctx, 30*time.Second, "a Warning", func(e *sandbox.Events) bool { return e.Count(corev1.EventTypeWarning) >= 1 }); err != nil {
 		t.Fatal(err)
 	}
+	// The per-object series an operator pages on.
+	scraped := obs.scrape(ctx, "stalled", "app", hasCondition(wgreadiness.ConditionStalled, metav1.ConditionTrue))
+	if v, err := seriesValue(scraped, `watchtarget_status_condition{name="app",namespace="shop",status="True",type="Stalled"}`); err != nil || v != "1" {
+		t.Errorf("while Stalled, the scrape shows Stalled=True as %q (%v), want 1", v, err)
+	}
 
 	// 5. A human repairs the Role: Ready again, with a Normal Event.
 	repaired := time.Now()
@@ -137,6 +150,13 @@ func exercise(t *testing.T, name string, start startController) {
 		t.Fatal(err)
 	}
 	recoveredAfter := time.Since(repaired)
+	scraped = obs.scrape(ctx, "recovered", "app", readyNow)
+	if v, err := seriesValue(scraped, `watchtarget_status_condition{name="app",namespace="shop",status="True",type="Ready"}`); err != nil || v != "1" {
+		t.Errorf("after the repair, the scrape shows Ready=True as %q (%v), want 1", v, err)
+	}
+	if v, err := seriesValue(scraped, `watchgrade_time_to_first_ready_seconds_count{resource="watchtargets.examples.watchgrade.dev"}`); err != nil || v != "1" {
+		t.Errorf("time to first Ready observed %q times (%v), want once: the recovery is not a first Ready", v, err)
+	}
 	if err := events.Await(ctx, 30*time.Second, "a Normal Event after the Warning", func(e *sandbox.Events) bool {
 		log := e.Log()
 		i := slices.Index(log, corev1.EventTypeWarning+"/"+string(wgwatch.ReasonForbidden))
@@ -168,6 +188,7 @@ func exercise(t *testing.T, name string, start startController) {
 	if closedMetric < 5 {
 		t.Errorf("watchgrade_watch_sessions_ended_total{resource=%q,outcome=\"closed\"} = %v, want at least 5", cm, closedMetric)
 	}
+	obs.fixtures(targets.History("app"))
 	fmt.Printf("e2e: examples-%s ready_after=%.2fs closed=%d error=%d stalled_after=%.1fs recovered_after=%.1fs warnings=%d events=%v kstatus=%s\n",
 		name, readyAfter.Seconds(), sessions.count(cm, wgwatch.OutcomeClosed)+sessions.count(sec, wgwatch.OutcomeClosed),
 		sessions.count(cm, wgwatch.OutcomeError)+sessions.count(sec, wgwatch.OutcomeError),

@@ -33,6 +33,8 @@ type Target struct {
 	ResourceVersion string
 	// Seen is when this status was first seen.
 	Seen time.Time
+	// Object is the WatchTarget as the API server sent it.
+	Object *unstructured.Unstructured
 }
 
 // Status returns the status of condition typ, "" if absent.
@@ -173,7 +175,7 @@ func (t *Targets) record(obj runtime.Object) {
 	}
 	s := Target{
 		Name: wt.Name, Generation: wt.Generation, ObservedGeneration: wt.Status.ObservedGeneration, Conditions: wt.Status.Conditions,
-		ResourceVersion: wt.ResourceVersion, Seen: time.Now(),
+		ResourceVersion: wt.ResourceVersion, Seen: time.Now(), Object: u.DeepCopy(),
 	}
 	t.mu.Lock()
 	if last, ok := t.version[s.Name]; ok && last != s.ResourceVersion {
