@@ -2,6 +2,8 @@ package readiness
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -9,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/watchgrade/watchgrade/watch"
 )
@@ -16,19 +19,41 @@ import (
 // AccumulatorOptions configures an [Accumulator]. The zero value works.
 type AccumulatorOptions struct {
 	// Rollup configures the roll-up behind each owner's verdict and
-	// [Accumulator.Apply]. Defaults to Options' defaults.
+	// [Accumulator.Apply]. Defaults to Options' defaults; options that
+	// [Options.Validate] refuses make [NewAccumulator] fail.
 	Rollup Options
 	// OnChange is called with an owner's key each time its verdict (the
 	// conditions Rollup decides from its gates) changes, including when an
-	// owner is first tracked, so the controller can requeue it. Calls come
-	// one at a time, in the order the changes happened (owners affected by
-	// one change in namespace and name order), from a goroutine of the
-	// accumulator's, never from the goroutine that caused the change; an
-	// owner whose call is already waiting is not queued twice. A slow OnChange delays later calls but never the observer or
-	// any other method. Handing the key to a workqueue is the intended use.
-	// Defaults to none.
+	// owner is first tracked, and when the start grace of a stream it
+	// tracks ends, so the controller can requeue it. Calls come one at a
+	// time, from a goroutine of the accumulator's, never from the goroutine
+	// that caused the change; an owner whose call is already waiting is not
+	// queued twice. Owners affected by one stream's change are queued in
+	// namespace and name order. A slow OnChange delays later calls but never
+	// the observer or any other method. Handing the key to a workqueue is
+	// the intended use. Defaults to none.
 	OnChange func(types.NamespacedName)
+	// StartGrace is how long a stream may take to be established after the
+	// accumulator first hears of it before an owner that is Ready for its
+	// generation goes Reconciling: while every gate that is not established
+	// is a stream still starting (see [Gate.Starting]), [Accumulator.Apply]
+	// leaves such an owner's conditions as they are. A controller restart
+	// then writes nothing. Defaults to DefaultStartGrace.
+	StartGrace time.Duration
+	// Clock times the start grace. Defaults to the real clock.
+	Clock clock.WithDelayedExecution
 }
+
+// DefaultStartGrace is the default of [AccumulatorOptions.StartGrace]: long
+// enough for a controller's streams to replay after a restart.
+const DefaultStartGrace = 30 * time.Second
+
+// Errors returned by [NewAccumulator] and [Options.Validate]. Match them
+// with errors.Is.
+var (
+	// ErrInvalidOptions: an option has a value the roll-up cannot honour.
+	ErrInvalidOptions = errors.New("watchgrade/readiness: invalid options")
+)
 
 // Accumulator collects stream states and gates per owner object and rolls
 // them up into each owner's kstatus trio. It implements [watch.Observer]:
@@ -43,21 +68,31 @@ type AccumulatorOptions struct {
 // [Accumulator.RemoveStream], [Accumulator.RemoveGate] and
 // [Accumulator.RemoveOwner].
 //
+// A stream's state change costs the same whatever the number of owners
+// that track it: the observer only marks the stream, and the accumulator's
+// delivery goroutine works out which owners' verdicts changed.
+//
 // Owners are keyed by namespace and name; use one accumulator per kind of
 // owner. Create one with [NewAccumulator]; all methods are safe for
 // concurrent use. The accumulator owns no long-lived goroutine: a delivery
-// goroutine runs only while OnChange calls are pending and exits when none
-// is, so there is nothing to stop.
+// goroutine runs only while there is work for it and exits when there is
+// none, and the start grace is a timer; there is nothing to stop.
 type Accumulator struct {
 	opts     Options
 	onChange func(types.NamespacedName)
+	grace    time.Duration
+	clock    clock.WithDelayedExecution
 
 	mu       sync.Mutex
 	streams  map[string]watch.State
+	started  map[string]time.Time // when each stream was first heard of
 	owners   map[types.NamespacedName]*owner
 	byStream map[string]map[types.NamespacedName]struct{}
 
-	// Pending OnChange calls, in order, without duplicates.
+	// Work for the delivery goroutine: streams whose owners must be
+	// evaluated again, then OnChange calls, in order, without duplicates.
+	dirty      []string
+	dirtySet   map[string]struct{}
 	pending    []types.NamespacedName
 	queued     map[types.NamespacedName]struct{}
 	delivering bool
@@ -69,29 +104,43 @@ type owner struct {
 	verdict []metav1.Condition
 }
 
-// NewAccumulator returns an empty accumulator.
-func NewAccumulator(opts AccumulatorOptions) *Accumulator {
+// NewAccumulator returns an empty accumulator, or an error wrapping
+// [ErrInvalidOptions] when opts.Rollup is refused by [Options.Validate].
+func NewAccumulator(opts AccumulatorOptions) (*Accumulator, error) {
+	if err := opts.Rollup.Validate(); err != nil {
+		return nil, fmt.Errorf("NewAccumulator: %w", err)
+	}
+	if opts.StartGrace <= 0 {
+		opts.StartGrace = DefaultStartGrace
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	return &Accumulator{
 		opts:     opts.Rollup,
 		onChange: opts.OnChange,
+		grace:    opts.StartGrace,
+		clock:    opts.Clock,
 		streams:  make(map[string]watch.State),
+		started:  make(map[string]time.Time),
 		owners:   make(map[types.NamespacedName]*owner),
 		byStream: make(map[string]map[types.NamespacedName]struct{}),
+		dirtySet: make(map[string]struct{}),
 		queued:   make(map[types.NamespacedName]struct{}),
-	}
+	}, nil
 }
 
 var _ watch.Observer = (*Accumulator)(nil)
 
-// StateChanged records a stream's state and re-evaluates the owners that
-// track it. It never blocks on OnChange.
+// StateChanged records a stream's state. Its owners are evaluated again by
+// the delivery goroutine: the call costs the same however many owners
+// track the stream, and never blocks on OnChange.
 func (a *Accumulator) StateChanged(s watch.State) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.streams[s.Stream] = s
-	for _, key := range sortedKeys(a.byStream[s.Stream]) {
-		a.evaluateLocked(key)
-	}
+	a.heardOfLocked(s.Stream)
+	a.markLocked(s.Stream)
 }
 
 // SessionEnded does nothing: a session ending alone never changes a gate.
@@ -114,6 +163,7 @@ func (a *Accumulator) Track(key types.NamespacedName, streams ...string) {
 			a.byStream[name] = make(map[types.NamespacedName]struct{})
 		}
 		a.byStream[name][key] = struct{}{}
+		a.heardOfLocked(name)
 	}
 	a.evaluateLocked(key)
 }
@@ -146,12 +196,14 @@ func (a *Accumulator) RemoveGate(key types.NamespacedName, name string) {
 
 // RemoveStream forgets a stream that has stopped: its state, and the
 // dependency of every owner that tracked it; those owners are re-evaluated.
-// A stream of the same name that reports later is recorded afresh, but
-// owners depend on it again only after [Accumulator.Track].
+// A stream of the same name that reports later is recorded afresh, with a
+// start grace of its own, but owners depend on it again only after
+// [Accumulator.Track].
 func (a *Accumulator) RemoveStream(stream string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.streams, stream)
+	delete(a.started, stream)
 	keys := a.byStream[stream]
 	delete(a.byStream, stream)
 	for _, key := range sortedKeys(keys) {
@@ -180,19 +232,41 @@ func (a *Accumulator) RemoveOwner(key types.NamespacedName) {
 	}
 }
 
-// Gates returns owner's gates, worst first in the tie order of [Rollup]:
-// one per tracked stream and one per gate of its own. An owner that is not
-// known has none.
+// Gates returns owner's gates now, worst first in the tie order of
+// [Rollup]: one per tracked stream and one per gate of its own. A stream
+// gate is [Gate.Starting] while its stream has never been established and
+// its start grace runs. An owner that is not known has none.
 func (a *Accumulator) Gates(key types.NamespacedName) []Gate {
+	return a.gatesAt(key, a.clock.Now())
+}
+
+func (a *Accumulator) gatesAt(key types.NamespacedName, now time.Time) []Gate {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.gatesLocked(key)
+	return a.gatesLocked(key, now)
 }
 
 // Apply writes owner's trio onto conditions with the accumulator's
-// options: [Apply] of [Accumulator.Gates].
+// options: [Apply] of owner's gates at now. An owner the accumulator does
+// not know (never tracked, or removed) is left alone: Apply reports false
+// and changes nothing, so a reconcile that calls it before Track writes no
+// "no gates" status.
+//
+// An owner whose conditions say Ready=True for generation keeps them,
+// unchanged, while the only gates that are not established are streams
+// still starting within [AccumulatorOptions.StartGrace]: after a
+// controller restart, every stream starts over, and the persisted Ready
+// stands until they are established or the grace ends (then the owner goes
+// Reconciling, and Stalled as the table says).
 func (a *Accumulator) Apply(key types.NamespacedName, conditions *[]metav1.Condition, generation int64, now time.Time) (changed bool) {
-	return Apply(conditions, a.Gates(key), generation, now, a.opts)
+	a.mu.Lock()
+	_, known := a.owners[key]
+	gates := a.gatesLocked(key, now)
+	a.mu.Unlock()
+	if !known {
+		return false
+	}
+	return Apply(conditions, gates, generation, now, a.opts)
 }
 
 func (a *Accumulator) ownerLocked(key types.NamespacedName) *owner {
@@ -202,6 +276,28 @@ func (a *Accumulator) ownerLocked(key types.NamespacedName) *owner {
 		a.owners[key] = o
 	}
 	return o
+}
+
+// heardOfLocked starts a stream's grace the first time the accumulator
+// hears of it, and arms the timer that tells its owners when it ends.
+func (a *Accumulator) heardOfLocked(stream string) {
+	if _, ok := a.started[stream]; ok {
+		return
+	}
+	a.started[stream] = a.clock.Now()
+	a.clock.AfterFunc(a.grace, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if _, ok := a.started[stream]; !ok {
+			return // removed since
+		}
+		if s, ok := a.streams[stream]; ok && StreamLevel(s) == LevelEstablished {
+			return
+		}
+		for _, key := range sortedKeys(a.byStream[stream]) {
+			a.queueLocked(key)
+		}
+	})
 }
 
 // sortedKeys orders owners by namespace and name, so that OnChange calls
@@ -219,33 +315,60 @@ func (a *Accumulator) unindexLocked(stream string, key types.NamespacedName) {
 	}
 }
 
-func (a *Accumulator) gatesLocked(key types.NamespacedName) []Gate {
+func (a *Accumulator) gatesLocked(key types.NamespacedName, now time.Time) []Gate {
 	o, ok := a.owners[key]
 	if !ok {
 		return nil
 	}
 	gates := make([]Gate, 0, len(o.streams)+len(o.gates))
 	for name := range o.streams {
-		if s, ok := a.streams[name]; ok {
-			gates = append(gates, StreamGate(s))
-		} else {
-			gates = append(gates, pendingStreamGate(name))
+		g := pendingStreamGate(name)
+		s, reported := a.streams[name]
+		if reported {
+			g = StreamGate(s)
 		}
+		started, ok := a.started[name]
+		g.Starting = ok && now.Sub(started) < a.grace && (!reported || startingState(s))
+		gates = append(gates, g)
 	}
 	gates = slices.AppendSeq(gates, maps.Values(o.gates))
 	return sortGates(gates)
 }
 
+// startingState reports whether s is a stream that has not been
+// established yet: Starting, or on its first replay.
+func startingState(s watch.State) bool {
+	return s.Phase == watch.PhaseStarting || (s.Phase == watch.PhaseReplaying && s.Reason == watch.ReasonInitialSync)
+}
+
+// markLocked has the delivery goroutine evaluate stream's owners again.
+func (a *Accumulator) markLocked(stream string) {
+	if _, ok := a.dirtySet[stream]; ok || len(a.byStream[stream]) == 0 {
+		return
+	}
+	a.dirtySet[stream] = struct{}{}
+	a.dirty = append(a.dirty, stream)
+	a.startDeliveryLocked()
+}
+
 // evaluateLocked recomputes owner's verdict and queues OnChange when it
 // moved. The verdict is rolled up as for an owner never established, at
-// generation zero: what the gates alone decide.
+// generation zero, with no grace: what the gates alone decide.
 func (a *Accumulator) evaluateLocked(key types.NamespacedName) {
-	o := a.owners[key]
-	v := Rollup(a.gatesLocked(key), nil, 0, a.opts)
+	o, ok := a.owners[key]
+	if !ok {
+		return
+	}
+	gates := a.gatesLocked(key, time.Time{})
+	v := Rollup(gates, nil, 0, a.opts)
 	if o.verdict != nil && slices.Equal(o.verdict, v) {
 		return
 	}
 	o.verdict = v
+	a.queueLocked(key)
+}
+
+func (a *Accumulator) queueLocked(key types.NamespacedName) {
 	if a.onChange == nil {
 		return
 	}
@@ -254,21 +377,48 @@ func (a *Accumulator) evaluateLocked(key types.NamespacedName) {
 	}
 	a.queued[key] = struct{}{}
 	a.pending = append(a.pending, key)
+	a.startDeliveryLocked()
+}
+
+func (a *Accumulator) startDeliveryLocked() {
 	if !a.delivering {
 		a.delivering = true
 		go a.deliver()
 	}
 }
 
-// deliver calls OnChange for pending owners until none is left.
+// evaluateBatch is how many owners the delivery goroutine evaluates under
+// one hold of the lock, so that the observer and Apply never wait long.
+const evaluateBatch = 64
+
+// deliver evaluates the owners of dirty streams and calls OnChange for
+// pending owners until there is nothing left to do.
 func (a *Accumulator) deliver() {
+	var keys []types.NamespacedName
 	for {
 		a.mu.Lock()
-		if len(a.pending) == 0 {
-			a.delivering = false
-			a.mu.Unlock()
-			return
+		if len(keys) == 0 && len(a.dirty) > 0 {
+			stream := a.dirty[0]
+			a.dirty = a.dirty[1:]
+			delete(a.dirtySet, stream)
+			keys = sortedKeys(a.byStream[stream])
 		}
+		n := min(len(keys), evaluateBatch)
+		for _, key := range keys[:n] {
+			a.evaluateLocked(key)
+		}
+		keys = keys[n:]
+		if len(a.pending) == 0 {
+			if len(keys) == 0 && len(a.dirty) == 0 {
+				a.delivering = false
+				a.mu.Unlock()
+				return
+			}
+			a.mu.Unlock()
+			continue
+		}
+		// One call between batches: calls are not held back by a long
+		// evaluation, nor evaluations by slow calls.
 		key := a.pending[0]
 		a.pending = a.pending[1:]
 		delete(a.queued, key)

@@ -57,9 +57,12 @@ func ExampleApply() {
 // owner's verdict changes, and the reconcile applies the owner's gates.
 func ExampleAccumulator() {
 	changed := make(chan types.NamespacedName, 10)
-	acc := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{
+	acc, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{
 		OnChange: func(key types.NamespacedName) { changed <- key }, // a workqueue's Add in a controller
 	})
+	if err != nil {
+		panic(err)
+	}
 	key := types.NamespacedName{Namespace: "team-a", Name: "target"}
 
 	// In Reconcile: declare what the owner depends on.

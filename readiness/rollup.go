@@ -1,10 +1,13 @@
 package readiness
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Condition types of the kstatus trio.
@@ -64,15 +67,55 @@ type Options struct {
 	MaxListed int
 	// MessageLimit bounds every message, in bytes. Defaults to 1024, the
 	// limit of an events.k8s.io note, so that an Event can quote Ready's
-	// message whole; larger values are capped at MaxMessageBytes.
+	// message whole; values are held between MinMessageLimit and
+	// MaxMessageBytes.
 	MessageLimit int
 }
 
-// Defaults of Options.
+// Defaults and bounds of Options.
 const (
 	DefaultMaxListed    = 3
 	DefaultMessageLimit = 1024
+	// MinMessageLimit is the smallest MessageLimit: room for a gate's name
+	// and "… and N more".
+	MinMessageLimit = 64
 )
+
+// Validate reports, as an error wrapping [ErrInvalidOptions], an option
+// that the roll-up cannot honour: a StreamsCondition that is one of the
+// trio (Ready=True would sit beside Stalled=True) or not a valid condition
+// type, an Empty outside its set, a MessageLimit under MinMessageLimit or
+// over MaxMessageBytes, a negative MaxListed. [NewAccumulator] calls it;
+// [Rollup] and [Apply], which cannot fail, ignore such a StreamsCondition
+// and hold the numbers within their bounds.
+func (o Options) Validate() error {
+	var errs []error
+	if o.StreamsCondition != "" && (isTrio(o.StreamsCondition) || !validConditionType(o.StreamsCondition)) {
+		errs = append(errs, fmt.Errorf("%w: StreamsCondition %q must be a condition type other than Ready, Reconciling and Stalled", ErrInvalidOptions, o.StreamsCondition))
+	}
+	if o.Empty != "" && o.Empty != EmptyProgressing && o.Empty != EmptyEstablished {
+		errs = append(errs, fmt.Errorf("%w: Empty %q is neither %q nor %q", ErrInvalidOptions, o.Empty, EmptyProgressing, EmptyEstablished))
+	}
+	if o.MessageLimit != 0 && (o.MessageLimit < MinMessageLimit || o.MessageLimit > MaxMessageBytes) {
+		errs = append(errs, fmt.Errorf("%w: MessageLimit %d is outside [%d, %d]", ErrInvalidOptions, o.MessageLimit, MinMessageLimit, MaxMessageBytes))
+	}
+	if o.MaxListed < 0 {
+		errs = append(errs, fmt.Errorf("%w: MaxListed %d is negative", ErrInvalidOptions, o.MaxListed))
+	}
+	return errors.Join(errs...)
+}
+
+func isTrio(typ string) bool {
+	return typ == ConditionReady || typ == ConditionReconciling || typ == ConditionStalled
+}
+
+// validConditionType reports whether typ is a valid condition type: a
+// qualified name (an optional DNS prefix and "/", then up to 63 bytes of
+// letters, digits, '-', '_' and '.', starting and ending with one of the
+// first two).
+func validConditionType(typ string) bool {
+	return len(validation.IsQualifiedName(typ)) == 0
+}
 
 func (o Options) withDefaults() Options {
 	if o.Empty != EmptyEstablished {
@@ -84,7 +127,10 @@ func (o Options) withDefaults() Options {
 	if o.MessageLimit <= 0 {
 		o.MessageLimit = DefaultMessageLimit
 	}
-	o.MessageLimit = min(o.MessageLimit, MaxMessageBytes)
+	o.MessageLimit = min(max(o.MessageLimit, MinMessageLimit), MaxMessageBytes)
+	if isTrio(o.StreamsCondition) || (o.StreamsCondition != "" && !validConditionType(o.StreamsCondition)) {
+		o.StreamsCondition = ""
+	}
 	return o
 }
 
@@ -100,6 +146,16 @@ func (o Options) withDefaults() Options {
 //	established  any                True (Established)    removed       removed       Current
 //	no gates     any                as progressing or as established, by Options.Empty,
 //	                                with reason NoGates
+//	progressing, True for this      True, as it was       removed       removed       Current
+//	  only gates   generation
+//	  Starting
+//
+// The last row is a restart: every gate that is not established is only
+// starting ([Gate.Starting]: a stream this process has not had
+// established yet, within its grace), and the owner was Ready for its
+// generation, so Ready stands, reason and message as they were, and Apply
+// changes nothing. Once a starting gate is established the owner is
+// Ready=True (Established) as usual; once its grace ends it is progressing.
 //
 // The worst gate decides: stalled over progressing over established. Among
 // gates at the worst level the first in this order gives the reason: Name,
@@ -120,7 +176,13 @@ func (o Options) withDefaults() Options {
 // written False: [Apply] does that.
 func Rollup(gates []Gate, existing []metav1.Condition, generation int64, opts Options) []metav1.Condition {
 	opts = opts.withDefaults()
-	v := decide(gates, opts)
+	var v verdict
+	if r, ok := heldReady(gates, existing, generation); ok {
+		// A restart is not news: Ready stands as it is.
+		v = verdict{LevelEstablished, r.Reason, r.Message}
+	} else {
+		v = decide(gates, opts)
+	}
 	cond := func(typ string, status metav1.ConditionStatus) metav1.Condition {
 		return metav1.Condition{
 			Type: typ, Status: status, ObservedGeneration: generation,
@@ -144,6 +206,26 @@ func Rollup(gates []Gate, existing []metav1.Condition, generation int64, opts Op
 		out = append(out, streamsCondition(gates, generation, opts))
 	}
 	return out
+}
+
+// heldReady returns existing's Ready when it says True for generation and
+// every gate that is not established is only starting.
+func heldReady(gates []Gate, existing []metav1.Condition, generation int64) (*metav1.Condition, bool) {
+	r := meta.FindStatusCondition(existing, ConditionReady)
+	if r == nil || r.Status != metav1.ConditionTrue || r.ObservedGeneration != generation {
+		return nil, false
+	}
+	held := false
+	for _, g := range gates {
+		if g.Level.normal() == LevelEstablished {
+			continue
+		}
+		if !g.Starting {
+			return nil, false
+		}
+		held = true
+	}
+	return r, held
 }
 
 // EverEstablished reports whether an owner with these persisted conditions

@@ -239,17 +239,18 @@ func TestRollupInvariants(t *testing.T) {
 		{},
 		{Empty: wgreadiness.EmptyEstablished, StreamsCondition: "StreamsRunning"},
 		{MaxListed: 100, MessageLimit: 1 << 20},
-		{MaxListed: 1, MessageLimit: 40},
+		{MaxListed: 1, MessageLimit: 40}, // under MinMessageLimit: held at it
 	}
 	for i := range 2000 {
 		gates := make([]wgreadiness.Gate, rng.IntN(8))
 		for j := range gates {
 			gates[j] = wgreadiness.Gate{
-				Name:    string(rune('a' + rng.IntN(5))),
-				Level:   levels[rng.IntN(len(levels))],
-				Reason:  reasons[rng.IntN(len(reasons))],
-				Message: messages[rng.IntN(len(messages))],
-				Stream:  rng.IntN(2) == 0,
+				Name:     string(rune('a' + rng.IntN(5))),
+				Level:    levels[rng.IntN(len(levels))],
+				Reason:   reasons[rng.IntN(len(reasons))],
+				Message:  messages[rng.IntN(len(messages))],
+				Stream:   rng.IntN(2) == 0,
+				Starting: rng.IntN(3) == 0,
 			}
 		}
 		existing := existings[rng.IntN(len(existings))]
@@ -265,7 +266,7 @@ func TestRollupInvariants(t *testing.T) {
 		if limit <= 0 {
 			limit = wgreadiness.DefaultMessageLimit
 		}
-		limit = min(limit, wgreadiness.MaxMessageBytes)
+		limit = min(max(limit, wgreadiness.MinMessageLimit), wgreadiness.MaxMessageBytes)
 		for _, c := range got {
 			if len(c.Message) > limit {
 				t.Fatalf("case %d: %s message %q is %d bytes, want at most %d", i, c.Type, c.Message, len(c.Message), limit)
@@ -322,15 +323,21 @@ func TestMessageBounds(t *testing.T) {
 		},
 		{
 			name:  "bytes stop the list",
-			gates: many(3, strings.Repeat("m", 10)),
-			opts:  wgreadiness.Options{MessageLimit: 40},
-			want:  "a: mmmmmmmmmm … and 2 more",
+			gates: many(3, strings.Repeat("m", 25)),
+			opts:  wgreadiness.Options{MessageLimit: 64},
+			want:  "a: " + strings.Repeat("m", 25) + " … and 2 more",
 		},
 		{
 			name:  "the first gate is truncated on a rune boundary",
-			gates: many(1, strings.Repeat("é", 10)),
+			gates: many(1, strings.Repeat("é", 40)),
+			opts:  wgreadiness.Options{MessageLimit: 64},
+			want:  "a: " + strings.Repeat("é", 29) + "…",
+		},
+		{
+			name:  "a limit under MinMessageLimit is held at it",
+			gates: many(1, strings.Repeat("é", 40)),
 			opts:  wgreadiness.Options{MessageLimit: 12},
-			want:  "a: ééé…",
+			want:  "a: " + strings.Repeat("é", 29) + "…",
 		},
 		{
 			name:  "line breaks become spaces",

@@ -149,9 +149,11 @@ func New(opts Options) (*Controller, error) {
 	// The accumulator turns stream states into one verdict per WatchTarget
 	// and calls OnChange (never blocking the stream) when a verdict
 	// changes: that is what requeues the target.
-	c.acc = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{
+	if c.acc, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{
 		OnChange: func(key types.NamespacedName) { c.queue.Add(key) },
-	})
+	}); err != nil {
+		return nil, fmt.Errorf("clientgo: %w", err)
+	}
 	c.observer = wgwatch.Observers(c.acc, c.metrics, opts.Observer)
 
 	if opts.Recorder == nil {

@@ -148,7 +148,11 @@ func NewInstrumentation(opts Options) (*Instrumentation, error) {
 	// The accumulator turns informer states into one verdict per
 	// WatchTarget and calls OnChange, off the informer's goroutine, when a
 	// verdict changes: that is what requeues the target.
-	in.acc = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{OnChange: in.requeue})
+	acc, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{OnChange: in.requeue})
+	if err != nil {
+		return nil, err
+	}
+	in.acc = acc
 	in.observer = wgwatch.Observers(in.acc, in.metrics, opts.Observer)
 	return in, nil
 }

@@ -77,7 +77,11 @@ func startOwner(t *testing.T, cfg dynamic.Interface, kube kubernetes.Interface, 
 		events: counting, rec: wgevents.NewRecorder(counting), metrics: wm, reg: reg,
 		requeue: make(chan struct{}, 1), done: make(chan struct{}),
 	}
-	c.acc = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{OnChange: c.onChange})
+	acc, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{OnChange: c.onChange})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.acc = acc
 	c.acc.Track(c.key, streams...)
 	go c.run()
 	t.Cleanup(func() { close(c.done) })
