@@ -39,7 +39,7 @@ func TestClientGoFakes(t *testing.T) {
 	ready := []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Established", Message: strings.Repeat("é", 600)}}
 
 	core := record.NewFakeRecorder(10)
-	rec := wgevents.NewRecorder(core)
+	rec := mustRecorder(wgevents.NewRecorder(core))
 	rec.Record(nil, nil, stalled)
 	rec.Record(nil, stalled, stalled)
 	rec.Record(nil, stalled, ready)
@@ -49,7 +49,7 @@ func TestClientGoFakes(t *testing.T) {
 	}
 
 	ev := eventsapi.NewFakeRecorder(10)
-	rec = wgevents.NewEventsRecorder(ev, wgevents.EventsOptions{})
+	rec = mustRecorder(wgevents.NewEventsRecorder(ev, wgevents.EventsOptions{}))
 	rec.Record(nil, nil, stalled)
 	rec.Record(nil, stalled, stalled)
 	rec.Record(nil, stalled, ready)

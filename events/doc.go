@@ -1,17 +1,18 @@
 // Package events records Kubernetes Events about an object's readiness:
-// one Event when Ready changes, never on a reconcile that changes nothing,
-// with a severity that answers "does a human need to act", read from
-// Stalled.
+// one Event when Ready or Stalled changes, never on a reconcile that
+// changes nothing, with a severity that answers "does a human need to act",
+// read from Stalled.
 //
 // Import it as wgevents: its name collides with
 // k8s.io/client-go/tools/events.
 //
 //	import wgevents "github.com/watchgrade/watchgrade/events"
 //
-// [SeverityOf] picks the type, [ReadyTransition] decides whether a status
+// [SeverityOf] picks the type, [Transition] decides whether a status
 // write deserves an Event, and a [Recorder] records it through client-go's
 // core/v1 recorder ([NewRecorder]) or its events.k8s.io/v1 recorder
-// ([NewEventsRecorder], notes cut to 1024 bytes). The package reads only
+// ([NewEventsRecorder]), within the limits the API server enforces
+// (reasons and actions of 128 bytes, notes of 1024). The package reads only
 // metav1.Condition values; it pairs with
 // [github.com/watchgrade/watchgrade/readiness], which writes the trio.
 //
@@ -46,12 +47,30 @@
 //
 // Call [Recorder.Record] after each successful status write, with the
 // conditions before and after it. It records one Event when Ready's status
-// or reason changed, or Ready first appeared; the Event carries Ready's
-// reason and message. A recovery (Ready back to True) is a Normal Event. A
-// reconcile that changes nothing records nothing, and neither does a routine
-// watch reconnect, which changes no condition at all. A controller restart,
-// where every stream replays, moves Ready from True to False with
-// Reconciling=True: that is one Normal Event per object, never a Warning.
+// or reason changed (or Ready first appeared), and when Stalled's status
+// changed with Ready as it was: a gate that escalates from progressing to
+// stalled keeping its reason leaves Ready=False with the same reason, and
+// Stalled going True is the one moment a human must hear of it. So
+// Stalled going True is always exactly one Warning, and clearing it one
+// Normal Event. A recovery (Ready back to True) is a Normal Event. A
+// reconcile that changes nothing records nothing, and neither does a
+// routine watch reconnect, which changes no condition at all.
+//
+// A controller restart records nothing either, wired as the readiness
+// package says: an owner that was Ready keeps its conditions while its
+// streams start over ([github.com/watchgrade/watchgrade/readiness.Accumulator]),
+// so no status is written and no Event recorded. Only a stream that does
+// not establish within its start grace moves Ready, then one Normal Event.
+//
+// # Limits
+//
+// The API server rejects an events.k8s.io/v1 Event whose reason or action
+// is over 128 bytes or whose note is over 1024, and client-go only logs the
+// rejection: the Warning would be lost. A condition's reason may be 1024
+// bytes. A Recorder cuts reasons to [MaxReasonBytes] (for both APIs) and
+// notes to [MaxNoteBytes] (core/v1 messages are not limited by the API and
+// are kept whole); [NewEventsRecorder] refuses an action over
+// [MaxActionBytes].
 //
 // # Alerting
 //

@@ -1,7 +1,9 @@
 package events_test
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,12 +57,16 @@ func TestSeverityOf(t *testing.T) {
 	}
 }
 
-func TestReadyTransition(t *testing.T) {
+func TestTransition(t *testing.T) {
 	var (
 		readyTrue   = conds(c("Ready", T, "Established"))
 		progressing = conds(c("Ready", F, "InitialSync"), c("Reconciling", T, "InitialSync"))
 		neverYet    = conds(c("Ready", U, "InitialSync"), c("Reconciling", T, "InitialSync"))
 		stalled     = conds(c("Ready", F, "Forbidden"), c("Stalled", T, "Forbidden"))
+		// A caller's gate that escalates keeping its reason.
+		waiting      = conds(c("Ready", F, "WaitingForPath"), c("Reconciling", T, "WaitingForPath"))
+		gaveUp       = conds(c("Ready", F, "WaitingForPath"), c("Stalled", T, "WaitingForPath"))
+		stalledFalse = conds(c("Ready", F, "WaitingForPath"), c("Stalled", F, "WaitingForPath"))
 	)
 	event := func(sev wgevents.Severity, reason string) *wgevents.Event {
 		return &wgevents.Event{Type: sev, Reason: reason, Message: "Ready " + reason}
@@ -82,6 +88,10 @@ func TestReadyTransition(t *testing.T) {
 		{"recovery from stalled", stalled, readyTrue, event(wgevents.SeverityNormal, "Established")},
 		{"recovery from progressing", progressing, readyTrue, event(wgevents.SeverityNormal, "Established")},
 		{"Ready False without the trio", readyTrue, conds(c("Ready", F, "Broken")), event(wgevents.SeverityWarning, "Broken")},
+		{"escalation keeping the reason: Stalled alone moves", waiting, gaveUp,
+			&wgevents.Event{Type: wgevents.SeverityWarning, Reason: "WaitingForPath", Message: "Stalled WaitingForPath"}},
+		{"de-escalation keeping the reason", gaveUp, waiting, event(wgevents.SeverityNormal, "WaitingForPath")},
+		{"Stalled written False counts as not True", gaveUp, stalledFalse, event(wgevents.SeverityNormal, "WaitingForPath")},
 		{"nothing changed", stalled, stalled, nil},
 		{"nothing changed, Ready True", readyTrue, readyTrue, nil},
 		{"message only", readyTrue, conds(metav1.Condition{Type: "Ready", Status: T, Reason: "Established", Message: "other"}), nil},
@@ -90,23 +100,30 @@ func TestReadyTransition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, ok := wgevents.ReadyTransition(tt.before, tt.after)
+			e, ok := wgevents.Transition(tt.before, tt.after)
 			var got *wgevents.Event
 			if ok {
 				got = &e
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("ReadyTransition() mismatch (-want +got):\n%s", diff)
+				t.Errorf("Transition() mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}
 
 	t.Run("empty message", func(t *testing.T) {
-		e, _ := wgevents.ReadyTransition(nil, conds(metav1.Condition{Type: "Ready", Status: U, Reason: "X"}))
+		e, _ := wgevents.Transition(nil, conds(metav1.Condition{Type: "Ready", Status: U, Reason: "X"}))
 		if e.Message != "Ready is now Unknown" {
-			t.Errorf("ReadyTransition() message = %q, want %q", e.Message, "Ready is now Unknown")
+			t.Errorf("Transition() message = %q, want %q", e.Message, "Ready is now Unknown")
 		}
 	})
+}
+
+func mustRecorder(r *wgevents.Recorder, err error) *wgevents.Recorder {
+	if err != nil {
+		panic(err)
+	}
+	return r
 }
 
 // fakeCoreV1 and fakeEventsV1 record what client-go's record.FakeRecorder
@@ -141,10 +158,12 @@ type controller struct {
 	rec   *wgevents.Recorder
 }
 
-func (c *controller) reconcile(states ...wgwatch.State) {
-	var gates []wgreadiness.Gate
+func (c *controller) reconcile(restart bool, own []wgreadiness.Gate, states ...wgwatch.State) {
+	gates := slices.Clone(own)
 	for _, s := range states {
-		gates = append(gates, wgreadiness.StreamGate(s))
+		g := wgreadiness.StreamGate(s)
+		g.Starting = restart && (s.Phase == wgwatch.PhaseStarting || s.Reason == wgwatch.ReasonInitialSync)
+		gates = append(gates, g)
 	}
 	before := append([]metav1.Condition(nil), c.conds...)
 	c.now = c.now.Add(time.Minute)
@@ -173,25 +192,35 @@ func TestLifecycle(t *testing.T) {
 		nodesDenied   = state("nodes", wgwatch.PhaseBlocked, wgwatch.ReasonForbidden, true)
 		nodesRetrying = state("nodes", wgwatch.PhaseBlocked, wgwatch.ReasonServerError, false)
 	)
+	waiting := wgreadiness.Progressing("Path", "WaitingForPath", "the path is not accepted yet")
+	gaveUp := wgreadiness.Stalled("Path", "WaitingForPath", "the path was not accepted in time")
 	steps := []struct {
 		name   string
 		states []wgwatch.State
-		want   []string // events, as "Type Reason"
+		gates  []wgreadiness.Gate // the caller's own
+		// restart: a new process, its streams within their start grace
+		// (the Accumulator marks their gates Starting).
+		restart bool
+		want    []string // events, as "Type Reason"
 	}{
-		{"start", []wgwatch.State{podsStarting, nodesStarting}, []string{"Normal Starting"}},
-		{"replay", []wgwatch.State{podsReplaying, nodesReplay}, []string{"Normal InitialSync"}},
-		{"first Ready", []wgwatch.State{podsStreaming, nodesOK}, []string{"Normal Established"}},
-		{"routine reconnect: the stream publishes nothing", []wgwatch.State{podsStreaming, nodesOK}, nil},
-		{"cursor expired", []wgwatch.State{podsExpired, nodesOK}, []string{"Normal ExpiredResourceVersion"}},
-		{"caught up", []wgwatch.State{podsStreaming, nodesOK}, []string{"Normal Established"}},
-		{"transient failure", []wgwatch.State{podsStreaming, nodesRetrying}, []string{"Normal ServerError"}},
-		{"needs a human", []wgwatch.State{podsStreaming, nodesDenied}, []string{"Warning Forbidden"}},
-		{"still needs a human", []wgwatch.State{podsStreaming, nodesDenied}, nil},
-		{"fixed", []wgwatch.State{podsStreaming, nodesOK}, []string{"Normal Established"}},
-		{"controller restart: every stream starts over", []wgwatch.State{podsStarting, nodesStarting}, []string{"Normal Starting"}},
-		{"one stream replays, the other starts: same reason (nodes is first)", []wgwatch.State{podsReplaying, nodesStarting}, nil},
-		{"every stream replays", []wgwatch.State{podsReplaying, nodesReplay}, []string{"Normal InitialSync"}},
-		{"Ready again", []wgwatch.State{podsStreaming, nodesOK}, []string{"Normal Established"}},
+		{name: "start", states: []wgwatch.State{podsStarting, nodesStarting}, restart: true, want: []string{"Normal Starting"}},
+		{name: "replay", states: []wgwatch.State{podsReplaying, nodesReplay}, restart: true, want: []string{"Normal InitialSync"}},
+		{name: "first Ready", states: []wgwatch.State{podsStreaming, nodesOK}, want: []string{"Normal Established"}},
+		{name: "routine reconnect: the stream publishes nothing", states: []wgwatch.State{podsStreaming, nodesOK}},
+		{name: "cursor expired, replay past its grace", states: []wgwatch.State{podsExpired, nodesOK}, want: []string{"Normal ExpiredResourceVersion"}},
+		{name: "caught up", states: []wgwatch.State{podsStreaming, nodesOK}, want: []string{"Normal Established"}},
+		{name: "transient failure", states: []wgwatch.State{podsStreaming, nodesRetrying}, want: []string{"Normal ServerError"}},
+		{name: "needs a human", states: []wgwatch.State{podsStreaming, nodesDenied}, want: []string{"Warning Forbidden"}},
+		{name: "still needs a human", states: []wgwatch.State{podsStreaming, nodesDenied}},
+		{name: "fixed", states: []wgwatch.State{podsStreaming, nodesOK}, want: []string{"Normal Established"}},
+		{name: "controller restart: every stream starts over, Ready stands", states: []wgwatch.State{podsStarting, nodesStarting}, restart: true},
+		{name: "one stream replays, the other starts", states: []wgwatch.State{podsReplaying, nodesStarting}, restart: true},
+		{name: "every stream replays", states: []wgwatch.State{podsReplaying, nodesReplay}, restart: true},
+		{name: "established again: nothing to say", states: []wgwatch.State{podsStreaming, nodesOK}},
+		{name: "a gate of the caller's own waits", states: []wgwatch.State{podsStreaming, nodesOK}, gates: []wgreadiness.Gate{waiting}, want: []string{"Normal WaitingForPath"}},
+		{name: "it escalates keeping its reason: one Warning", states: []wgwatch.State{podsStreaming, nodesOK}, gates: []wgreadiness.Gate{gaveUp}, want: []string{"Warning WaitingForPath"}},
+		{name: "still stalled", states: []wgwatch.State{podsStreaming, nodesOK}, gates: []wgreadiness.Gate{gaveUp}},
+		{name: "the path is accepted", states: []wgwatch.State{podsStreaming, nodesOK}, want: []string{"Normal Established"}},
 	}
 	recorders := []struct {
 		name string
@@ -199,11 +228,11 @@ func TestLifecycle(t *testing.T) {
 	}{
 		{"core/v1", func() (*wgevents.Recorder, func() []string) {
 			f := &fakeCoreV1{}
-			return wgevents.NewRecorder(f), func() []string { e := f.events; f.events = nil; return e }
+			return mustRecorder(wgevents.NewRecorder(f)), func() []string { e := f.events; f.events = nil; return e }
 		}},
 		{"events.k8s.io/v1", func() (*wgevents.Recorder, func() []string) {
 			f := &fakeEventsV1{}
-			return wgevents.NewEventsRecorder(f, wgevents.EventsOptions{}), func() []string { e := f.events; f.events = nil; return e }
+			return mustRecorder(wgevents.NewEventsRecorder(f, wgevents.EventsOptions{})), func() []string { e := f.events; f.events = nil; return e }
 		}},
 	}
 	for _, r := range recorders {
@@ -211,7 +240,7 @@ func TestLifecycle(t *testing.T) {
 			rec, take := r.make()
 			c := &controller{rec: rec, now: time.Unix(1e9, 0)}
 			for _, s := range steps {
-				c.reconcile(s.states...)
+				c.reconcile(s.restart, s.gates, s.states...)
 				var got []string
 				for _, e := range take() {
 					f := strings.Fields(e)
@@ -242,7 +271,7 @@ func TestEventsRecorderNote(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeEventsV1{}
 			after := conds(metav1.Condition{Type: "Ready", Status: T, Reason: "Established", Message: tt.message})
-			wgevents.NewEventsRecorder(f, tt.opts).Record(nil, nil, after)
+			mustRecorder(wgevents.NewEventsRecorder(f, tt.opts)).Record(nil, nil, after)
 			want := []string{"Normal Established " + tt.wantAct + " " + tt.wantNote}
 			if diff := cmp.Diff(want, f.events); diff != "" {
 				t.Errorf("Record() events mismatch (-want +got):\n%s", diff)
@@ -259,7 +288,7 @@ func TestCoreV1RecorderKeepsMessage(t *testing.T) {
 	f := &fakeCoreV1{}
 	msg := strings.Repeat("x", 2000) + " 100%"
 	after := conds(metav1.Condition{Type: "Ready", Status: F, Reason: "Broken", Message: msg})
-	e, ok := wgevents.NewRecorder(f).Record(nil, nil, after)
+	e, ok := mustRecorder(wgevents.NewRecorder(f)).Record(nil, nil, after)
 	want := wgevents.Event{Type: wgevents.SeverityWarning, Reason: "Broken", Message: msg}
 	if diff := cmp.Diff(want, e); !ok || diff != "" {
 		t.Errorf("Record() = %v, %v; want %v, true (-want +got):\n%s", e, ok, want, diff)
@@ -280,7 +309,10 @@ func TestRoutineReconnectRecordsNothing(t *testing.T) {
 	if v.Publish {
 		t.Fatalf("Grade(routine close).Publish = true, want false")
 	}
-	acc := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{})
+	acc, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := ownerKey()
 	acc.Track(key, "pods")
 	acc.StateChanged(state("pods", wgwatch.PhaseStreaming, wgwatch.ReasonWatching, false))
@@ -293,7 +325,44 @@ func TestRoutineReconnectRecordsNothing(t *testing.T) {
 		t.Errorf("Apply() after a routine reconnect = true, want false")
 	}
 	f := &fakeCoreV1{}
-	if e, ok := wgevents.NewRecorder(f).Record(nil, before, conds); ok {
+	if e, ok := mustRecorder(wgevents.NewRecorder(f)).Record(nil, before, conds); ok {
 		t.Errorf("Record() after a routine reconnect = %v, want nothing", e)
+	}
+}
+
+// The API server rejects Event reasons and actions over 128 bytes, and
+// events.k8s.io notes over 1024: client-go only logs the rejection, and a
+// Warning would be lost. A condition's reason may be up to 1024 bytes.
+func TestRecorderKeepsToTheLimits(t *testing.T) {
+	long := "Reason" + strings.Repeat("X", 1000)
+	after := conds(c("Ready", F, long), c("Stalled", T, long))
+	core, events := &fakeCoreV1{}, &fakeEventsV1{}
+	mustRecorder(wgevents.NewRecorder(core)).Record(nil, nil, after)
+	mustRecorder(wgevents.NewEventsRecorder(events, wgevents.EventsOptions{})).Record(nil, nil, after)
+	for name, got := range map[string][]string{"core/v1": core.events, "events.k8s.io/v1": events.events} {
+		if len(got) != 1 {
+			t.Fatalf("%s: %d Events, want 1", name, len(got))
+		}
+		reason := strings.Fields(got[0])[1]
+		if len(reason) != wgevents.MaxReasonBytes || !strings.HasPrefix(long, reason) {
+			t.Errorf("%s: reason of %d bytes, want the first %d of Ready's", name, len(reason), wgevents.MaxReasonBytes)
+		}
+	}
+}
+
+func TestNewRecorderRefusesBadInput(t *testing.T) {
+	var nilCore *fakeCoreV1
+	if _, err := wgevents.NewRecorder(nil); !errors.Is(err, wgevents.ErrNilRecorder) {
+		t.Errorf("NewRecorder(nil) = %v, want ErrNilRecorder", err)
+	}
+	if _, err := wgevents.NewRecorder(nilCore); !errors.Is(err, wgevents.ErrNilRecorder) {
+		t.Errorf("NewRecorder(typed nil) = %v, want ErrNilRecorder", err)
+	}
+	if _, err := wgevents.NewEventsRecorder(nil, wgevents.EventsOptions{}); !errors.Is(err, wgevents.ErrNilRecorder) {
+		t.Errorf("NewEventsRecorder(nil) = %v, want ErrNilRecorder", err)
+	}
+	long := wgevents.EventsOptions{Action: strings.Repeat("a", wgevents.MaxActionBytes+1)}
+	if _, err := wgevents.NewEventsRecorder(&fakeEventsV1{}, long); !errors.Is(err, wgevents.ErrInvalidAction) {
+		t.Errorf("NewEventsRecorder(action of %d bytes) = %v, want ErrInvalidAction", len(long.Action), err)
 	}
 }

@@ -35,30 +35,48 @@ func ExampleSeverityOf() {
 	// Warning
 }
 
-// ReadyTransition decides whether a status write deserves an Event.
-func ExampleReadyTransition() {
+// Transition decides whether a status write deserves an Event.
+func ExampleTransition() {
 	before := []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Established"}}
 	after := []metav1.Condition{
 		{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Forbidden", Message: "nodes: forbidden"},
 		{Type: "Stalled", Status: metav1.ConditionTrue, Reason: "Forbidden", Message: "nodes: forbidden"},
 	}
-	if e, ok := wgevents.ReadyTransition(before, after); ok {
+	if e, ok := wgevents.Transition(before, after); ok {
 		fmt.Println(e.Type, e.Reason, e.Message)
 	}
-	_, ok := wgevents.ReadyTransition(after, after)
+	_, ok := wgevents.Transition(after, after)
 	fmt.Println(ok)
+
+	// A gate that gives up keeping its reason: Ready does not move, Stalled
+	// does, and that is the one moment a human must hear of it.
+	waiting := []metav1.Condition{
+		{Type: "Ready", Status: metav1.ConditionFalse, Reason: "WaitingForPath", Message: "path: not accepted yet"},
+		{Type: "Reconciling", Status: metav1.ConditionTrue, Reason: "WaitingForPath", Message: "path: not accepted yet"},
+	}
+	gaveUp := []metav1.Condition{
+		{Type: "Ready", Status: metav1.ConditionFalse, Reason: "WaitingForPath", Message: "path: not accepted in time"},
+		{Type: "Stalled", Status: metav1.ConditionTrue, Reason: "WaitingForPath", Message: "path: not accepted in time"},
+	}
+	if e, ok := wgevents.Transition(waiting, gaveUp); ok {
+		fmt.Println(e.Type, e.Reason, e.Message)
+	}
 	// Output:
 	// Warning Forbidden nodes: forbidden
 	// false
+	// Warning WaitingForPath path: not accepted in time
 }
 
 // A Recorder records after each successful status write, only when Ready
-// changed. With client-go, pass the manager's or broadcaster's recorder
+// or Stalled changed. With client-go, pass the manager's or broadcaster's recorder
 // (record.EventRecorder, or events.EventRecorder to NewEventsRecorder).
 func ExampleRecorder() {
-	rec := wgevents.NewRecorder(coreV1Func(func(eventtype, reason, message string) {
+	rec, err := wgevents.NewRecorder(coreV1Func(func(eventtype, reason, message string) {
 		fmt.Println(eventtype, reason, message)
 	}))
+	if err != nil {
+		panic(err)
+	}
 	replaying := []metav1.Condition{
 		{Type: "Ready", Status: metav1.ConditionUnknown, Reason: "InitialSync", Message: "pods: replaying"},
 		{Type: "Reconciling", Status: metav1.ConditionTrue, Reason: "InitialSync", Message: "pods: replaying"},

@@ -1,6 +1,9 @@
 package events
 
 import (
+	"errors"
+	"fmt"
+	"reflect"
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,65 +25,121 @@ type EventsV1Recorder interface {
 	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...any)
 }
 
-// MaxNoteBytes is the longest note an events.k8s.io/v1 Event may carry;
-// the API server rejects longer ones.
-const MaxNoteBytes = 1024
+// Limits the API server puts on Events (k8s.io/kubernetes validation of
+// events.k8s.io/v1 Events, and of core/v1 Events that carry an eventTime).
+// A Recorder keeps within them, so that an Event is never rejected for its
+// size: client-go only logs a rejected Event, and the Warning is lost.
+const (
+	// MaxNoteBytes is the longest note an events.k8s.io/v1 Event may carry.
+	MaxNoteBytes = 1024
+	// MaxReasonBytes is the longest reason an Event may carry.
+	MaxReasonBytes = 128
+	// MaxActionBytes is the longest action an events.k8s.io/v1 Event may
+	// carry.
+	MaxActionBytes = 128
+)
 
 // DefaultAction is the action of events.k8s.io/v1 Events; see
 // [EventsOptions.Action].
 const DefaultAction = "Reconcile"
 
+// Errors returned by [NewRecorder] and [NewEventsRecorder]. Match them with
+// errors.Is.
+var (
+	// ErrNilRecorder: the client-go recorder is nil.
+	ErrNilRecorder = errors.New("watchgrade/events: nil recorder")
+	// ErrInvalidAction: EventsOptions.Action is longer than
+	// MaxActionBytes.
+	ErrInvalidAction = errors.New("watchgrade/events: invalid action")
+)
+
 // EventsOptions configures a [Recorder] made by [NewEventsRecorder]. The
 // zero value works.
 type EventsOptions struct {
 	// Action is the Event's action: what the controller did regarding the
-	// object. Defaults to DefaultAction.
+	// object, at most MaxActionBytes. Defaults to DefaultAction.
 	Action string
 }
 
-// Recorder records an Event when a status write changed Ready, and nothing
-// otherwise (see [ReadyTransition]). Make one with [NewRecorder] for
+// Recorder records an Event when a status write changed Ready or Stalled,
+// and nothing otherwise (see [Transition]). Make one with [NewRecorder] for
 // client-go's core/v1 recorder (tools/record, what controller-runtime's
 // GetEventRecorderFor returns) or [NewEventsRecorder] for its
-// events.k8s.io/v1 recorder (tools/events). It is safe for concurrent use if
-// the recorder it wraps is (client-go's are).
+// events.k8s.io/v1 recorder (tools/events). Reasons are cut to
+// MaxReasonBytes, and events.k8s.io notes to MaxNoteBytes ending with "…".
+// It is safe for concurrent use if the recorder it wraps is (client-go's
+// are).
 type Recorder struct {
 	emit func(obj runtime.Object, e Event)
 }
 
-// NewRecorder returns a Recorder that records through a core/v1 recorder.
-func NewRecorder(r CoreV1Recorder) *Recorder {
+// NewRecorder returns a Recorder that records through a core/v1 recorder,
+// or an error wrapping ErrNilRecorder.
+func NewRecorder(r CoreV1Recorder) (*Recorder, error) {
+	if isNil(r) {
+		return nil, fmt.Errorf("NewRecorder: %w", ErrNilRecorder)
+	}
 	return &Recorder{emit: func(obj runtime.Object, e Event) {
-		r.Event(obj, string(e.Type), e.Reason, e.Message)
-	}}
+		r.Event(obj, string(e.Type), cut(e.Reason, MaxReasonBytes), e.Message)
+	}}, nil
 }
 
 // NewEventsRecorder returns a Recorder that records through an
-// events.k8s.io/v1 recorder. Notes are cut to [MaxNoteBytes] on a rune
-// boundary, ending with "…".
-func NewEventsRecorder(r EventsV1Recorder, opts EventsOptions) *Recorder {
+// events.k8s.io/v1 recorder, or an error wrapping ErrNilRecorder or
+// ErrInvalidAction.
+func NewEventsRecorder(r EventsV1Recorder, opts EventsOptions) (*Recorder, error) {
+	if isNil(r) {
+		return nil, fmt.Errorf("NewEventsRecorder: %w", ErrNilRecorder)
+	}
 	action := opts.Action
 	if action == "" {
 		action = DefaultAction
 	}
+	if len(action) > MaxActionBytes {
+		return nil, fmt.Errorf("NewEventsRecorder: %w: %d bytes, at most %d", ErrInvalidAction, len(action), MaxActionBytes)
+	}
 	return &Recorder{emit: func(obj runtime.Object, e Event) {
 		// The note is passed as an argument: a message may hold '%'.
-		r.Eventf(obj, nil, string(e.Type), e.Reason, action, "%s", truncate(e.Message, MaxNoteBytes))
-	}}
+		r.Eventf(obj, nil, string(e.Type), cut(e.Reason, MaxReasonBytes), action, "%s", truncate(e.Message, MaxNoteBytes))
+	}}, nil
 }
 
-// Record records the Event that [ReadyTransition] decides for obj, if any,
+// isNil reports whether v is nil, or an interface holding a nil pointer.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// Record records the Event that [Transition] decides for obj, if any,
 // and reports it. Call it once per successful status write, with the
 // conditions as they were read before the reconcile and as they were
 // written: after a failed write nothing has changed, and a reconcile that
 // changes nothing records nothing, so the client-go spam filter's budget
 // (25 Events per object) is spent only on transitions.
 func (r *Recorder) Record(obj runtime.Object, before, after []metav1.Condition) (Event, bool) {
-	e, ok := ReadyTransition(before, after)
+	e, ok := Transition(before, after)
 	if ok {
 		r.emit(obj, e)
 	}
 	return e, ok
+}
+
+// cut cuts s to at most n bytes on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, ending it with

@@ -59,39 +59,54 @@ func SeverityOf(conditions []metav1.Condition) Severity {
 type Event struct {
 	// Type is the severity, from the conditions after the write.
 	Type Severity
-	// Reason is Ready's reason after the write.
+	// Reason is Ready's reason after the write (Stalled's, when only
+	// Stalled moved to True).
 	Reason string
-	// Message is Ready's message after the write, or "Ready is now
-	// <status>" when it has none.
+	// Message is that condition's message, or "<type> is now <status>"
+	// when it has none.
 	Message string
 }
 
-// ReadyTransition decides whether a status write deserves an Event, given
-// the conditions before it and after it (as written). Only Ready's status
-// and reason are compared:
+// Transition decides whether a status write deserves an Event, given the
+// conditions before it and after it (as written). Ready's status and
+// reason, and Stalled's status, are compared; the first row that matches
+// decides:
 //
-//	Ready before   Ready after                     records
-//	-------------  ------------------------------  ---------------------
-//	absent         present                         an Event (it appeared)
-//	present        same status and reason          nothing
-//	present        another status or reason        an Event
-//	any            absent                          nothing
+//	before → after                                 records
+//	---------------------------------------------  ------------------------------------
+//	Ready absent after                             nothing
+//	Ready appeared, or its status or reason moved  an Event with Ready's reason
+//	Stalled became True, Ready as it was           a Warning with Stalled's reason: the
+//	                                                 escalation of a gate that kept its
+//	                                                 reason
+//	Stalled is no longer True, Ready as it was     a Normal Event with Ready's reason
+//	otherwise                                      nothing
 //
 // A message-only change records nothing: messages may name other gates and
 // change more often than anyone should be told. The Event's type is
-// [SeverityOf] the conditions after, so a recovery to Ready=True is Normal,
-// and its reason and message are Ready's.
-func ReadyTransition(before, after []metav1.Condition) (Event, bool) {
+// [SeverityOf] the conditions after, so Stalled going True is always one
+// Warning, and a recovery (Stalled cleared, Ready back to True) is Normal.
+// Its message is the message of the condition whose reason it carries.
+func Transition(before, after []metav1.Condition) (Event, bool) {
 	now := meta.FindStatusCondition(after, conditionReady)
 	if now == nil {
 		return Event{}, false
 	}
-	if was := meta.FindStatusCondition(before, conditionReady); was != nil && was.Status == now.Status && was.Reason == now.Reason {
+	was := meta.FindStatusCondition(before, conditionReady)
+	stalledBefore := meta.IsStatusConditionTrue(before, conditionStalled)
+	stalledAfter := meta.IsStatusConditionTrue(after, conditionStalled)
+	carrier := now
+	switch {
+	case was == nil || was.Status != now.Status || was.Reason != now.Reason:
+	case stalledAfter && !stalledBefore:
+		carrier = meta.FindStatusCondition(after, conditionStalled)
+	case stalledBefore && !stalledAfter:
+	default:
 		return Event{}, false
 	}
-	msg := now.Message
+	msg := carrier.Message
 	if msg == "" {
-		msg = "Ready is now " + string(now.Status)
+		msg = carrier.Type + " is now " + string(carrier.Status)
 	}
-	return Event{Type: SeverityOf(after), Reason: now.Reason, Message: msg}, true
+	return Event{Type: SeverityOf(after), Reason: carrier.Reason, Message: msg}, true
 }

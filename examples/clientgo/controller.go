@@ -184,9 +184,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
 		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "watchtarget-controller"})
 	}
-	// wgevents.Recorder records only on a Ready transition, and a Warning
-	// only when the object is Stalled: a human must act.
-	c.events = wgevents.NewRecorder(recorder)
+	// wgevents.Recorder records only when Ready or Stalled moves, and a
+	// Warning only when the object is Stalled: a human must act.
+	events, err := wgevents.NewRecorder(recorder)
+	if err != nil {
+		return fmt.Errorf("clientgo: %w", err)
+	}
+	c.events = events
 
 	targets, err := wgwatch.NewStream(
 		ListWatch(c.dynamic, watchtarget.Resource, c.opts.Namespace),

@@ -261,9 +261,13 @@ func newReconciler(t *testing.T, targets ...*watchtarget.WatchTarget) *reconcile
 		now:       time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 	}
 	in := newTestInstrumentation(t, Options{})
+	rec, err := wgevents.NewEventsRecorder(f.recorder, wgevents.EventsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.r = &Reconciler{
 		client: c, informers: f.informers, mapper: f.mapper, scheme: scheme, in: in,
-		events:       wgevents.NewEventsRecorder(f.recorder, wgevents.EventsOptions{}),
+		events:       rec,
 		now:          func() time.Time { return f.now },
 		failingSince: map[types.NamespacedName]map[string]time.Time{},
 	}

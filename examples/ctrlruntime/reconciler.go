@@ -101,6 +101,12 @@ func SetupWithManager(mgr manager.Manager, in *Instrumentation) (*Reconciler, er
 	// The same scheme and mapper Configure recorded, unless the caller set
 	// the NewInformer hook by hand.
 	in.bind(mgr.GetScheme(), mgr.GetRESTMapper())
+	// wgevents.Recorder records only when Ready or Stalled moves, and a
+	// Warning only when the object is Stalled: a human must act.
+	events, err := wgevents.NewEventsRecorder(mgr.GetEventRecorder(in.opts.Name), wgevents.EventsOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("ctrlruntime: %w", err)
+	}
 
 	r := &Reconciler{
 		client:    mgr.GetClient(),
@@ -108,13 +114,11 @@ func SetupWithManager(mgr manager.Manager, in *Instrumentation) (*Reconciler, er
 		mapper:    mgr.GetRESTMapper(),
 		scheme:    mgr.GetScheme(),
 		in:        in,
-		// wgevents.Recorder records only on a Ready transition, and a
-		// Warning only when the object is Stalled: a human must act.
-		events:       wgevents.NewEventsRecorder(mgr.GetEventRecorder(in.opts.Name), wgevents.EventsOptions{}),
+		events:       events,
 		now:          time.Now,
 		failingSince: map[types.NamespacedName]map[string]time.Time{},
 	}
-	err := builder.ControllerManagedBy(mgr).
+	err = builder.ControllerManagedBy(mgr).
 		Named(in.opts.Name).
 		For(&watchtarget.WatchTarget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Func(in.startRequeue)).

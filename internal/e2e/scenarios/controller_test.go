@@ -72,9 +72,13 @@ func startOwner(t *testing.T, cfg dynamic.Interface, kube kubernetes.Interface, 
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
+	rec, err := wgevents.NewRecorder(counting)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := &ownerController{
 		t: t, client: cfg, key: types.NamespacedName{Namespace: ns, Name: name},
-		events: counting, rec: wgevents.NewRecorder(counting), metrics: wm, reg: reg,
+		events: counting, rec: rec, metrics: wm, reg: reg,
 		requeue: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	acc, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{OnChange: c.onChange})
