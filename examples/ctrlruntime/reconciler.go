@@ -109,11 +109,11 @@ func SetupWithManager(mgr manager.Manager, in *Instrumentation) (*Reconciler, er
 	}
 
 	r := &Reconciler{
-		client:    mgr.GetClient(),
-		informers: mgr.GetCache(),
-		mapper:    mgr.GetRESTMapper(),
-		scheme:    mgr.GetScheme(),
-		in:        in,
+		client:       mgr.GetClient(),
+		informers:    mgr.GetCache(),
+		mapper:       mgr.GetRESTMapper(),
+		scheme:       mgr.GetScheme(),
+		in:           in,
 		events:       events,
 		now:          time.Now,
 		failingSince: map[types.NamespacedName]map[string]time.Time{},
