@@ -15,6 +15,10 @@ const (
 	// claimDone: observed, rejected, or established before this process
 	// saw it. Nothing more is ever observed for it.
 	claimDone
+	// claimUnwitnessed: seen first with no Ready condition, but created
+	// before the tracker could see creations; its first Ready=True is
+	// counted as not witnessed, never observed.
+	claimUnwitnessed
 )
 
 // claim is one object's entry: 8 bytes with its padding.

@@ -127,10 +127,14 @@
 // [FirstReady] for the contract and [FirstReady.Observe] for the clocks.
 //
 // reason is one of missing_creation_timestamp, missing_ready_time,
-// reversed, too_long ([RejectReason]): a first Ready whose timestamps
-// could not give a plausible duration (negative, or longer than
+// reversed, too_long, not_witnessed ([RejectReason]): a first Ready whose
+// timestamps could not give a plausible duration (negative, or longer than
 // [FirstReadyOptions.MaxDuration], 30 days by default) is counted there
-// instead of poisoning the histogram's sum.
+// instead of poisoning the histogram's sum. not_witnessed is routine: an
+// object that was there before the controller first ran with the library
+// ([FirstReadyOptions.WitnessedSince]) and was never seen unready, so its
+// creation is no start to measure from; do not alert on it. The others
+// mean broken timestamps.
 //
 // The end time is the latest managedFields time of the status
 // subresource: stamped by the API server, like creationTimestamp, so the

@@ -121,12 +121,14 @@ func ExampleWatchMetrics() {
 // its status write returns; only the first Ready=True is observed, on the
 // API server's clock.
 func ExampleFirstReady_Observe() {
-	fr, err := wgmetrics.NewFirstReady(prometheus.NewRegistry(), wgmetrics.FirstReadyOptions{Namespace: "myctl"})
+	widgets := schema.GroupResource{Group: "example.com", Resource: "widgets"}
+	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	// The controller has been running since before the widget's creation.
+	since := created.Add(-time.Hour)
+	fr, err := wgmetrics.NewFirstReady(prometheus.NewRegistry(), wgmetrics.FirstReadyOptions{Namespace: "myctl", WitnessedSince: since})
 	if err != nil {
 		panic(err)
 	}
-	widgets := schema.GroupResource{Group: "example.com", Resource: "widgets"}
-	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	widget := func(written time.Duration) *metav1.ObjectMeta {
 		at := metav1.NewTime(created.Add(written))
 		return &metav1.ObjectMeta{
@@ -145,8 +147,15 @@ func ExampleFirstReady_Observe() {
 	fmt.Println(fr.Observe(widgets, widget(120*time.Second), ready(metav1.ConditionTrue))) // a recovery
 
 	// After a restart, the persisted Ready is the witness.
-	restarted, _ := wgmetrics.NewFirstReady(prometheus.NewRegistry(), wgmetrics.FirstReadyOptions{Namespace: "myctl"})
+	restarted, _ := wgmetrics.NewFirstReady(prometheus.NewRegistry(), wgmetrics.FirstReadyOptions{Namespace: "myctl", WitnessedSince: since})
 	fmt.Println(restarted.Observe(widgets, widget(120*time.Second), ready(metav1.ConditionTrue)))
+
+	// A widget that was there long before the controller first ran with the
+	// library, never seen unready: not measured from its creation.
+	adopted := widget(0)
+	adopted.UID, adopted.CreationTimestamp = "6f1b2c3d-0000-4000-8000-000000000001", metav1.NewTime(created.Add(-240*time.Hour))
+	fmt.Println(fr.Observe(widgets, adopted, nil))
+	fmt.Println(fr.Observe(widgets, adopted, ready(metav1.ConditionTrue)))
 
 	printSeries(fr, "myctl_time_to_first_ready_seconds_sum", "myctl_time_to_first_ready_seconds_count")
 	// Output:
@@ -157,6 +166,8 @@ func ExampleFirstReady_Observe() {
 	// Done
 	// Done
 	// Done
+	// Pending
+	// Rejected
 	// myctl_time_to_first_ready_seconds_sum{resource="widgets.example.com"} 95
 	// myctl_time_to_first_ready_seconds_count{resource="widgets.example.com"} 1
 }
@@ -177,6 +188,7 @@ func ExampleNewFirstReady() {
 	// Output:
 	// myctl_time_to_first_ready_rejected_total{reason="missing_creation_timestamp",resource="widgets.example.com"} 0
 	// myctl_time_to_first_ready_rejected_total{reason="missing_ready_time",resource="widgets.example.com"} 0
+	// myctl_time_to_first_ready_rejected_total{reason="not_witnessed",resource="widgets.example.com"} 0
 	// myctl_time_to_first_ready_rejected_total{reason="reversed",resource="widgets.example.com"} 0
 	// myctl_time_to_first_ready_rejected_total{reason="too_long",resource="widgets.example.com"} 0
 	// myctl_time_to_first_ready_seconds_count{resource="widgets.example.com"} 0

@@ -1,6 +1,10 @@
 package metrics
 
 import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
 	"sync"
 	"time"
 
@@ -43,6 +47,13 @@ type FirstReadyOptions struct {
 	ClaimTTL time.Duration
 	// Clock drives the claim sweep. Defaults to the real clock.
 	Clock clock.PassiveClock
+	// WitnessedSince is when the tracker began to see creations: an object
+	// created before it and first seen with no Ready condition was never
+	// seen unready, and its first Ready=True is counted as not_witnessed
+	// rather than measured from a creation long past. Defaults to when
+	// NewFirstReady ran, less a minute for the skew between this clock and
+	// the API server's.
+	WitnessedSince time.Time
 }
 
 // FirstReady option defaults.
@@ -73,9 +84,19 @@ const (
 	// FirstReadyDone: the object was already accounted for, or was already
 	// established (Ready True or False) when first seen.
 	FirstReadyDone FirstReadyResult = "Done"
-	// FirstReadyIgnored: the object is nil or has no UID.
+	// FirstReadyIgnored: the object is nil (a typed nil too) or has no
+	// UID.
 	FirstReadyIgnored FirstReadyResult = "Ignored"
 )
+
+// witnessSkew is how much earlier than NewFirstReady's own time an object
+// may be created and still count as witnessed, by default: room for the
+// skew between the API server's clock and this one.
+const witnessSkew = time.Minute
+
+// ErrInvalidBuckets is returned by [NewFirstReady] for buckets that are
+// not strictly increasing. Match it with errors.Is.
+var ErrInvalidBuckets = errors.New("watchgrade/metrics: buckets must be finite and strictly increasing")
 
 // FirstReady measures how long objects take from creation to their first
 // Ready=True: one observation per object UID, never for a recovery, never
@@ -88,15 +109,20 @@ const (
 // readiness roll-up of this module writes Ready=Unknown only while an
 // object has never been established, so the first sighting decides:
 //
-//	first sighting of a UID            claim     later sightings
-//	---------------------------------  --------  -------------------------------------------
-//	Ready absent or Unknown            pending   first Ready=True: observed (or rejected);
-//	                                               Ready False or Unknown: still pending
-//	Ready True or False                done      never observed
+//	first sighting of a UID                       claim         later sightings
+//	--------------------------------------------  ------------  -------------------------------------------
+//	Ready Unknown                                 pending       first Ready=True: observed (or rejected);
+//	                                                              Ready False or Unknown: still pending
+//	Ready absent, created after WitnessedSince    pending       as above
+//	Ready absent, created before WitnessedSince   unwitnessed   first Ready=True: rejected, not_witnessed
+//	Ready True or False                           done          never observed
 //
 // So an object seen first after a restart already Ready, or stalled
 // (Ready=False) before its first Ready, is not observed: the metric
-// undercounts rather than counts twice.
+// undercounts rather than counts twice. And an object that was there before
+// the controller first ran with this library, never seen unready (no Ready
+// at all), is not measured from a creation days ago: it is counted as
+// not_witnessed, never as too_long.
 //
 // Claims live in memory, one small entry per object. Delete releases one;
 // an object not seen for [FirstReadyOptions.ClaimTTL] (a missed delete) is
@@ -107,9 +133,10 @@ const (
 // FirstReady is a [prometheus.Collector] for all of its metrics, which is
 // how [NewFirstReady] registers them as one unit.
 type FirstReady struct {
-	clock       clock.PassiveClock
-	maxDuration time.Duration
-	ttl         time.Duration
+	clock          clock.PassiveClock
+	maxDuration    time.Duration
+	ttl            time.Duration
+	witnessedSince time.Time
 
 	durations *prometheus.HistogramVec
 	rejected  *prometheus.CounterVec
@@ -137,6 +164,9 @@ func NewFirstReady(reg prometheus.Registerer, opts FirstReadyOptions) (*FirstRea
 	}
 	if len(hopts.Buckets) == 0 {
 		hopts.Buckets = firstReadyBuckets()
+	}
+	if err := validBuckets(hopts.Buckets); err != nil {
+		return nil, fmt.Errorf("NewFirstReady: %w", err)
 	}
 	if opts.NativeHistogramBucketFactor > 1 {
 		hopts.NativeHistogramBucketFactor = opts.NativeHistogramBucketFactor
@@ -169,6 +199,10 @@ func NewFirstReady(reg prometheus.Registerer, opts FirstReadyOptions) (*FirstRea
 	}
 	if f.ttl <= 0 {
 		f.ttl = DefaultClaimTTL
+	}
+	f.witnessedSince = opts.WitnessedSince
+	if f.witnessedSince.IsZero() {
+		f.witnessedSince = f.clock.Now().Add(-witnessSkew)
 	}
 	f.nextSweep = f.clock.Now().Add(f.ttl)
 	if err := register(reg, ns, f, "time-to-first-Ready metrics"); err != nil {
@@ -210,44 +244,100 @@ func (f *FirstReady) Collect(ch chan<- prometheus.Metric) {
 // Call it only where a single replica acts (a reconciler behind leader
 // election): each process keeps its own claims.
 func (f *FirstReady) Observe(gr schema.GroupResource, obj metav1.Object, ready *metav1.Condition) FirstReadyResult {
-	if obj == nil || obj.GetUID() == "" {
+	if isNil(obj) || obj.GetUID() == "" {
 		return FirstReadyIgnored
 	}
-	uid := obj.GetUID()
 	status := metav1.ConditionUnknown
 	if ready != nil && ready.Status != "" {
 		status = ready.Status
 	}
+	witnessed := ready != nil || !obj.GetCreationTimestamp().Time.Before(f.witnessedSince)
+	res := f.add(gr)
+	outcome := f.claim(obj.GetUID(), status, witnessed)
+	switch outcome {
+	case claimObserve:
+		d, reason := readyDuration(obj, ready, f.maxDuration)
+		if reason != "" {
+			f.rejected.WithLabelValues(res, string(reason)).Inc()
+			return FirstReadyRejected
+		}
+		f.durations.WithLabelValues(res).Observe(d.Seconds())
+		return FirstReadyObserved
+	case claimNotWitnessed:
+		f.rejected.WithLabelValues(res, string(RejectNotWitnessed)).Inc()
+		return FirstReadyRejected
+	case claimStillPending:
+		return FirstReadyPending
+	}
+	return FirstReadyDone
+}
+
+// claimOutcome is what one sighting does to a claim.
+type claimOutcome uint8
+
+const (
+	claimNothing claimOutcome = iota
+	claimStillPending
+	claimObserve
+	claimNotWitnessed
+)
+
+// claim updates uid's claim for a sighting with Ready status, and says
+// what to do; the metrics are touched after the lock is released.
+func (f *FirstReady) claim(uid types.UID, status metav1.ConditionStatus, witnessed bool) claimOutcome {
 	now := f.clock.Now()
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.sweepLocked(now)
-	res := f.addLocked(gr)
 	c, seen := f.claims.get(uid)
 	switch {
 	case !seen && (status == metav1.ConditionTrue || status == metav1.ConditionFalse):
 		f.claims.put(uid, claimDone)
-		f.mu.Unlock()
-		return FirstReadyDone
-	case !seen || (c.state == claimPending && status != metav1.ConditionTrue):
+		return claimNothing
+	case !seen && !witnessed:
+		f.claims.put(uid, claimUnwitnessed)
+		return claimStillPending
+	case !seen:
 		f.claims.put(uid, claimPending)
-		f.mu.Unlock()
-		return FirstReadyPending
+		return claimStillPending
 	case c.state == claimDone:
 		f.claims.put(uid, claimDone)
-		f.mu.Unlock()
-		return FirstReadyDone
+		return claimNothing
+	case status != metav1.ConditionTrue:
+		f.claims.put(uid, c.state) // seen again: still pending
+		return claimStillPending
 	}
-	// Pending and now Ready=True: this call wins the claim.
+	// Pending (or unwitnessed) and now Ready=True: this call wins.
 	f.claims.put(uid, claimDone)
-	f.mu.Unlock()
-
-	d, reason := readyDuration(obj, ready, f.maxDuration)
-	if reason != "" {
-		f.rejected.WithLabelValues(res, string(reason)).Inc()
-		return FirstReadyRejected
+	if c.state == claimUnwitnessed {
+		return claimNotWitnessed
 	}
-	f.durations.WithLabelValues(res).Observe(d.Seconds())
-	return FirstReadyObserved
+	return claimObserve
+}
+
+// isNil reports whether obj is nil or a typed nil, as a dynamic client
+// returns beside an error.
+func isNil(obj metav1.Object) bool {
+	if obj == nil {
+		return true
+	}
+	v := reflect.ValueOf(obj)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// validBuckets reports buckets that are not finite and strictly
+// increasing (a last +Inf is allowed): prometheus would panic on them at
+// the first observation.
+func validBuckets(buckets []float64) error {
+	for i, b := range buckets {
+		if math.IsNaN(b) || (math.IsInf(b, 0) && !(math.IsInf(b, 1) && i == len(buckets)-1)) {
+			return fmt.Errorf("%w: bucket %d is %v", ErrInvalidBuckets, i, b)
+		}
+		if i > 0 && b <= buckets[i-1] {
+			return fmt.Errorf("%w: bucket %d (%v) is not above bucket %d (%v)", ErrInvalidBuckets, i, b, i-1, buckets[i-1])
+		}
+	}
+	return nil
 }
 
 // Delete releases the claim of the object with uid: call it from the
@@ -272,9 +362,7 @@ func (f *FirstReady) Claims() int {
 // every rejection reason show before the first object is observed. Calling
 // it again is harmless.
 func (f *FirstReady) AddResource(gr schema.GroupResource) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.addLocked(gr)
+	f.add(gr)
 }
 
 // DeleteResource removes every series of gr. The claims of its objects are
@@ -282,24 +370,29 @@ func (f *FirstReady) AddResource(gr schema.GroupResource) {
 func (f *FirstReady) DeleteResource(gr schema.GroupResource) {
 	res := resourceLabel(gr)
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	delete(f.known, gr)
+	f.mu.Unlock()
 	match := prometheus.Labels{LabelResource: res}
 	f.durations.DeletePartialMatch(match)
 	f.rejected.DeletePartialMatch(match)
-	delete(f.known, gr)
 }
 
-// addLocked creates the series of gr if they do not exist yet, and
-// returns gr's label value without allocating once gr is known.
-func (f *FirstReady) addLocked(gr schema.GroupResource) string {
-	if res, ok := f.known[gr]; ok {
-		return res
+// add creates the series of gr if they do not exist yet, and returns gr's
+// label value without allocating once gr is known. The series are created
+// outside the lock.
+func (f *FirstReady) add(gr schema.GroupResource) string {
+	f.mu.Lock()
+	res, ok := f.known[gr]
+	if !ok {
+		res = resourceLabel(gr)
+		f.known[gr] = res
 	}
-	res := resourceLabel(gr)
-	f.known[gr] = res
-	f.durations.WithLabelValues(res)
-	for _, r := range RejectReasons() {
-		f.rejected.WithLabelValues(res, string(r))
+	f.mu.Unlock()
+	if !ok {
+		f.durations.WithLabelValues(res)
+		for _, r := range RejectReasons() {
+			f.rejected.WithLabelValues(res, string(r))
+		}
 	}
 	return res
 }

@@ -1,7 +1,9 @@
 package metrics_test
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -173,10 +176,12 @@ func TestFirstReadyPublishes(t *testing.T) {
 # TYPE watchgrade_time_to_first_ready_rejected_total counter
 watchgrade_time_to_first_ready_rejected_total{reason="missing_creation_timestamp",resource="configmaps"} 0
 watchgrade_time_to_first_ready_rejected_total{reason="missing_ready_time",resource="configmaps"} 0
+watchgrade_time_to_first_ready_rejected_total{reason="not_witnessed",resource="configmaps"} 0
 watchgrade_time_to_first_ready_rejected_total{reason="reversed",resource="configmaps"} 0
 watchgrade_time_to_first_ready_rejected_total{reason="too_long",resource="configmaps"} 0
 watchgrade_time_to_first_ready_rejected_total{reason="missing_creation_timestamp",resource="widgets.example.com"} 0
 watchgrade_time_to_first_ready_rejected_total{reason="missing_ready_time",resource="widgets.example.com"} 0
+watchgrade_time_to_first_ready_rejected_total{reason="not_witnessed",resource="widgets.example.com"} 0
 watchgrade_time_to_first_ready_rejected_total{reason="reversed",resource="widgets.example.com"} 1
 watchgrade_time_to_first_ready_rejected_total{reason="too_long",resource="widgets.example.com"} 0
 `
@@ -185,7 +190,7 @@ watchgrade_time_to_first_ready_rejected_total{reason="too_long",resource="widget
 	}
 
 	f.DeleteResource(widgets)
-	if got, want := testutil.CollectAndCount(f), 5; got != want {
+	if got, want := testutil.CollectAndCount(f), 6; got != want {
 		t.Errorf("CollectAndCount() after DeleteResource = %d, want %d", got, want)
 	}
 }
@@ -292,8 +297,8 @@ func TestFirstReadySeriesDoNotGrowWithObjects(t *testing.T) {
 		return testutil.CollectAndCount(f)
 	}
 	one, many := count(1), count(10000)
-	if one != 5 || many != one {
-		t.Errorf("series for 1 object = %d, for 10000 objects = %d, want 5 for both", one, many)
+	if one != 6 || many != one {
+		t.Errorf("series for 1 object = %d, for 10000 objects = %d, want 6 for both", one, many)
 	}
 }
 
@@ -334,4 +339,99 @@ func TestFirstReadyNativeHistogram(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Objects that existed before the controller first ran with this library,
+// never seen unready by it, used to be measured from their creation: a
+// 10-day-old object landed in the histogram, or in too_long, which the
+// docs say to alert on. They are counted as not_witnessed instead. An
+// object whose persisted Ready=Unknown says the library saw it unready is
+// still measured, however old; so is one created while the tracker ran.
+func TestFirstReadyAdoption(t *testing.T) {
+	f, clk := newFirstReady(t, wgmetrics.FirstReadyOptions{MaxDuration: 365 * 24 * time.Hour})
+	old := func(uid types.UID) *metav1.ObjectMeta {
+		o := object(uid, 10*24*time.Hour)
+		o.CreationTimestamp = metav1.NewTime(t0.Add(-10 * 24 * time.Hour))
+		o.ManagedFields[0].Time = &metav1.Time{Time: t0.Add(time.Second)}
+		return o
+	}
+	adopted, witnessed := old("adopted"), old("unknown-before")
+	if got := f.Observe(widgets, adopted, nil); got != wgmetrics.FirstReadyPending {
+		t.Errorf("first sighting of an adopted object = %v, want Pending", got)
+	}
+	if got := f.Observe(widgets, adopted, ready(metav1.ConditionTrue)); got != wgmetrics.FirstReadyRejected {
+		t.Errorf("first Ready of an adopted object = %v, want Rejected", got)
+	}
+	if got := f.Observe(widgets, witnessed, ready(metav1.ConditionUnknown)); got != wgmetrics.FirstReadyPending {
+		t.Errorf("first sighting of an old object with Ready=Unknown = %v, want Pending", got)
+	}
+	if got := f.Observe(widgets, witnessed, ready(metav1.ConditionTrue)); got != wgmetrics.FirstReadyObserved {
+		t.Errorf("first Ready of an old object once seen Unknown = %v, want Observed", got)
+	}
+	clk.Step(time.Hour)
+	fresh := object("fresh", time.Hour+5*time.Second)
+	fresh.CreationTimestamp = metav1.NewTime(t0.Add(time.Hour))
+	f.Observe(widgets, fresh, nil)
+	if got := f.Observe(widgets, fresh, ready(metav1.ConditionTrue)); got != wgmetrics.FirstReadyObserved {
+		t.Errorf("first Ready of an object created while the tracker ran = %v, want Observed", got)
+	}
+	if got := rejectedCount(t, f, wgmetrics.RejectNotWitnessed); got != 1 {
+		t.Errorf("rejected{not_witnessed} = %v, want 1", got)
+	}
+	if got := rejectedCount(t, f, wgmetrics.RejectTooLong); got != 0 {
+		t.Errorf("rejected{too_long} = %v, want 0", got)
+	}
+}
+
+// A dynamic client returns a typed nil beside an error; Observe ignores it
+// as its doc says, rather than panic.
+func TestFirstReadyIgnoresTypedNil(t *testing.T) {
+	f, _ := newFirstReady(t, wgmetrics.FirstReadyOptions{})
+	var u *unstructured.Unstructured
+	var m *metav1.ObjectMeta
+	for _, obj := range []metav1.Object{nil, u, m} {
+		if got := f.Observe(widgets, obj, ready(metav1.ConditionTrue)); got != wgmetrics.FirstReadyIgnored {
+			t.Errorf("Observe(%T nil) = %v, want Ignored", obj, got)
+		}
+	}
+}
+
+// Unsorted buckets used to make the first Observe panic while holding the
+// tracker's mutex, so every later call blocked forever. They are an error
+// at construction now.
+func TestNewFirstReadyRefusesBadBuckets(t *testing.T) {
+	for _, b := range [][]float64{{5, 1}, {1, 1}, {1, math.NaN()}, {math.Inf(-1), 1}, {1, math.Inf(1), 2}} {
+		if _, err := wgmetrics.NewFirstReady(prometheus.NewRegistry(), wgmetrics.FirstReadyOptions{Buckets: b}); !errors.Is(err, wgmetrics.ErrInvalidBuckets) {
+			t.Errorf("NewFirstReady(Buckets: %v) = %v, want ErrInvalidBuckets", b, err)
+		}
+	}
+	if _, err := wgmetrics.NewFirstReady(prometheus.NewRegistry(), wgmetrics.FirstReadyOptions{Buckets: []float64{1, 10, math.Inf(1)}}); err != nil {
+		t.Errorf("NewFirstReady(1, 10, +Inf) = %v", err)
+	}
+}
+
+// rejectedCount is the rejection counter of widgets for reason.
+func rejectedCount(t *testing.T, f *wgmetrics.FirstReady, reason wgmetrics.RejectReason) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(f)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range families {
+		if fam.GetName() != "watchgrade_time_to_first_ready_rejected_total" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["reason"] == string(reason) && labels["resource"] == "widgets.example.com" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

@@ -26,11 +26,17 @@ const (
 	// [FirstReadyOptions.MaxDuration], which a zero-ish or corrupted
 	// timestamp produces (kubernetes#130432, karpenter#2403).
 	RejectTooLong RejectReason = "too_long"
+	// RejectNotWitnessed: the object existed before the tracker could see
+	// its creation and was first seen with no Ready condition, so it was
+	// never seen unready: an object already there when its controller
+	// first ran with this library. Its creationTimestamp is no start to
+	// measure from. Routine: do not alert on it.
+	RejectNotWitnessed RejectReason = "not_witnessed"
 )
 
 // RejectReasons returns every RejectReason, in a fixed order.
 func RejectReasons() []RejectReason {
-	return []RejectReason{RejectMissingCreation, RejectMissingReadyTime, RejectReversed, RejectTooLong}
+	return []RejectReason{RejectMissingCreation, RejectMissingReadyTime, RejectReversed, RejectTooLong, RejectNotWitnessed}
 }
 
 // readyDuration is how long obj took from creation to Ready, on the API
