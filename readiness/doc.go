@@ -10,7 +10,8 @@
 // One pure function decides, [Rollup]; [Apply] writes its result onto an
 // object's conditions with apimachinery's semantics; an [Accumulator]
 // collects stream states from [watch.Observer] calls and tells the
-// controller which owner to requeue. Package
+// controller which owner to requeue, at a cost per state change that does
+// not grow with the number of owners. Package
 // [github.com/watchgrade/watchgrade/readiness/readinesstest] checks
 // conditions against every rule below, for your tests.
 //
@@ -43,7 +44,9 @@
 //
 // Reasons and messages come from the worst gate (ties are broken by name);
 // [Rollup]'s documentation holds the full table. An owner with no gates is
-// progressing, or established if [Options.Empty] says so.
+// progressing, or established if [Options.Empty] says so. An owner that was
+// Ready for its generation and whose only unestablished gates are starting
+// keeps its conditions (see Restarts).
 //
 // # Invariants
 //
@@ -84,11 +87,45 @@
 //   - an existing Ready that is Unknown, or no Ready, means never.
 //
 // So once an owner has been written Ready=True or Ready=False, it never goes
-// back to Unknown, not even when every stream replays after a restart. The
+// back to Unknown, not even when every stream replays after a restart (and
+// within the start grace, an owner that was Ready stays Ready: see
+// Restarts). The
 // metrics package relies on this for its time-to-first-Ready histogram: an
 // object first seen with Ready Unknown or absent has never been established,
 // and one first seen with Ready True or False was established before, so its
 // first Ready is not in the future.
+//
+// # Restarts
+//
+// A controller restart is the common case in production: every rollout.
+// Its streams start over, and each owner's gates are progressing until
+// they are established again. Written out, that would flip every owner
+// from Ready=True to Ready=False with Reconciling=True and back: thousands
+// of status writes and Events for a rollout of a controller that owns
+// thousands of objects, and every GitOps tool seeing them InProgress while
+// nothing changed.
+//
+// So an [Accumulator] lets a persisted Ready=True stand while the owner's
+// only gates that are not established are streams still starting: streams
+// this process has not had established yet (Starting, or on their first
+// replay), within [AccumulatorOptions.StartGrace] (30 s) of when it first
+// heard of them. [Accumulator.Apply] then changes nothing, byte for byte,
+// so a reconcile writes no status and records no Event. The rule, in
+// [Rollup]: every gate that is not established is [Gate.Starting], and the
+// existing Ready is True for the owner's generation.
+//
+// The trade-off: for up to the grace after a restart, a Ready=True written
+// by the previous process stands while the new one catches up. It was true
+// when it was written, no change was made since (a new generation is not
+// held), and a stream that does not establish within the grace makes the
+// owner Reconciling (then Stalled as the table says) at once, the
+// accumulator requeuing it at that moment. A stream that fails during the
+// grace is not starting any more, and is published as it is. Ready=Unknown
+// stays reserved for owners never established.
+//
+// An apiserver restart is quiet too, one layer down: every cursor
+// expires, and a stream that replays within its ReplayGrace publishes
+// nothing (see package watch). So is an informer's relist.
 //
 // # Alerting
 //
