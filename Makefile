@@ -53,7 +53,7 @@ fuzz:
 # embedded etcds do not race for a port. Full logs go to $(E2E_LOG); the
 # console shows each test, its failures, and one summary line per scenario
 # ("e2e: ...").
-E2E_FIRST := ^(TestInformers|TestExpiryAfterAPIServerRestart|TestAPIServerOutage|TestTeardownMidSession|TestHarnessStarts)$$
+E2E_FIRST := ^(TestInformers|TestExpiryAfterAPIServerRestart|TestAPIServerOutage|TestTeardownMidSession|TestHarnessStarts|TestReplayLoopBehindProxy|TestListWatchReplayWhoseWatchExpires)$$
 E2E_FLAGS := -test.v -test.count=1 -test.timeout=30m
 
 e2e:

@@ -51,6 +51,26 @@ type ownerController struct {
 	verdicts     []metav1.ConditionStatus
 	writes       int
 	failedWrites int
+	// written logs every successful status write; wrote is closed and
+	// replaced on each.
+	written []written
+	wrote   chan struct{}
+}
+
+// written is one successful status write: when, and Ready and Stalled.
+type written struct {
+	at      time.Time
+	ready   metav1.ConditionStatus
+	reason  string
+	stalled bool
+}
+
+func (w written) String() string {
+	s := string(w.ready) + "/" + w.reason
+	if w.stalled {
+		s += "+Stalled"
+	}
+	return s
 }
 
 // startOwner creates the owner Widget called name and runs its controller
@@ -160,11 +180,75 @@ func (c *ownerController) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	w := written{at: time.Now(), stalled: meta.IsStatusConditionTrue(after, wgreadiness.ConditionStalled)}
+	if r := meta.FindStatusCondition(after, wgreadiness.ConditionReady); r != nil {
+		w.ready, w.reason = r.Status, r.Reason
+	}
 	c.mu.Lock()
 	c.writes++
+	c.written = append(c.written, w)
+	if c.wrote != nil {
+		close(c.wrote)
+	}
+	c.wrote = make(chan struct{})
 	c.mu.Unlock()
 	c.rec.Record(updated, before, after)
 	return nil
+}
+
+// writeLog returns the status writes so far, as "Ready/Reason[+Stalled]".
+func (c *ownerController) writeLog() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, w := range c.written {
+		out = append(out, w.String())
+	}
+	return out
+}
+
+// firstWrite returns when Ready was first written with status.
+func (c *ownerController) firstWrite(status metav1.ConditionStatus) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.written {
+		if w.ready == status {
+			return w.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// waitReady waits for a status write with Ready=True.
+func (c *ownerController) waitReady(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	c.waitReadyReason(t, timeout, metav1.ConditionTrue, wgreadiness.ReasonEstablished, false)
+}
+
+// waitReadyReason waits until the last status write has Ready's status
+// and reason, and Stalled as given.
+func (c *ownerController) waitReadyReason(t *testing.T, timeout time.Duration, status metav1.ConditionStatus, reason string, stalled bool) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		n := len(c.written)
+		ok := n > 0 && c.written[n-1].ready == status && c.written[n-1].reason == reason && c.written[n-1].stalled == stalled
+		if c.wrote == nil {
+			c.wrote = make(chan struct{})
+		}
+		wrote := c.wrote
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-wrote:
+		case <-deadline.C:
+			t.Fatalf("no status write of Ready=%s/%s stalled=%v within %v: %v", status, reason, stalled, timeout, c.writeLog())
+		}
+	}
 }
 
 // kstatus reads the owner back from the API server and computes its status

@@ -34,6 +34,8 @@ type probe struct {
 	view      map[string]string // name -> resourceVersion
 	events    []seen
 	snapshots []wgwatch.Snapshot
+	// snapshotAt is when each snapshot was delivered (its handler done).
+	snapshotAt []time.Time
 	states    []wgwatch.State
 	endings   []wgwatch.SessionEnd
 	// onState, if set, is called (under no lock) on every state change.
@@ -93,6 +95,7 @@ func (p *probe) Snapshot(ctx context.Context, snap wgwatch.Snapshot) error {
 		p.view[m.GetName()] = m.GetResourceVersion()
 	}
 	p.snapshots = append(p.snapshots, snap)
+	p.snapshotAt = append(p.snapshotAt, time.Now())
 	p.notifyLocked()
 	return nil
 }
