@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 
-	"github.com/watchgrade/watchgrade/internal/e2e/harness"
 	wgevents "github.com/watchgrade/watchgrade/events"
+	"github.com/watchgrade/watchgrade/internal/e2e/harness"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 )

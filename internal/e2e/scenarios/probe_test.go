@@ -36,8 +36,8 @@ type probe struct {
 	snapshots []wgwatch.Snapshot
 	// snapshotAt is when each snapshot was delivered (its handler done).
 	snapshotAt []time.Time
-	states    []wgwatch.State
-	endings   []wgwatch.SessionEnd
+	states     []wgwatch.State
+	endings    []wgwatch.SessionEnd
 	// onState, if set, is called (under no lock) on every state change.
 	onState func(wgwatch.State)
 	// changed is closed and replaced on every update.
