@@ -89,6 +89,11 @@ func runDemo(t *testing.T, args ...string) summary {
 	if sum.Restart.To <= sum.Restart.From {
 		t.Errorf("no controller restart window in the record: %+v", sum.Restart)
 	}
+	// A restart that changed nothing publishes nothing: the target's
+	// Ready=True stands (the accumulator's start grace).
+	if r := sum.Restart; r.Writes+r.Events+r.Dips != 0 {
+		t.Errorf("the controller restart published writes=%d events=%d dips=%d, want all 0", r.Writes, r.Events, r.Dips)
+	}
 	t.Logf("demo: mode=%s restart writes=%d events=%d dips=%d", sum.Mode, sum.Restart.Writes, sum.Restart.Events, sum.Restart.Dips)
 	for _, want := range []string{
 		"Summary after " + demoDuration.String(),
