@@ -1,7 +1,6 @@
 package watch_test
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
@@ -399,15 +397,7 @@ func play(t *testing.T, sc schedule) (v verdict) {
 		var stop func()
 		var store cache.Store
 		if sc.informer {
-			ilw, err := wgwatch.Instrument(srv, wgwatch.InstrumentOptions{Resource: configmaps, Observer: p})
-			if err != nil {
-				t.Fatal(err)
-			}
-			inf := cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{})
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan struct{})
-			go func() { inf.RunWithContext(ctx); close(done) }()
-			stop, store = func() { cancel(); <-done }, inf.GetStore()
+			stop, store = runInformer(t, srv, p)
 		} else {
 			opts := sc.stream
 			opts.Resource, opts.Observer = configmaps, p

@@ -714,61 +714,30 @@ func TestStreamReplayDeadlineFallsBackToList(t *testing.T) {
 	})
 }
 
-// Bad input from the server is graded, never panics, and never moves the
-// cursor: the next session resumes from the last good resourceVersion.
-func TestStreamGradesBadEvents(t *testing.T) {
-	tests := []struct {
-		name      string
-		ev        apiwatch.Event
-		wantCause Cause
-	}{
-		{"nil object", apiwatch.Event{Type: apiwatch.Added}, CauseBadEvent},
-		{"object without metadata", apiwatch.Event{Type: apiwatch.Added, Object: &runtime.Unknown{}}, CauseBadEvent},
-		{"ERROR with a non-Status object", apiwatch.Event{Type: apiwatch.Error, Object: cm("x", "9")}, CauseError},
-		{"ERROR with nil object", apiwatch.Event{Type: apiwatch.Error}, CauseError},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				lw := watchtest.New(
-					watchtest.Session{Events: []apiwatch.Event{watchtest.Added(cm("a", "6")), tt.ev}},
-					watchtest.Session{Hang: true},
-				)
-				rec := &recorder{}
-				s := newTestStream(t, lw, rec, StreamOptions{Cursor: "5"})
-				stop := run(t, s)
-				settle()
-				stop()
-				if diff := cmp.Diff([]string{"watch from 5", "watch from 6"}, watchCalls(lw)); diff != "" {
-					t.Errorf("calls mismatch (-want +got):\n%s", diff)
-				}
-				e := rec.endings[0]
-				if e.Verdict.Outcome != OutcomeError || e.Err == nil {
-					t.Errorf("ending = %s (err %v), want error with the cause", e.Verdict.Outcome, e.Err)
-				}
-				if e.Verdict.Class != ClassTransient {
-					t.Errorf("ending class = %s, want %s", e.Verdict.Class, ClassTransient)
-				}
-			})
-		})
-	}
-}
-
-// What real servers never send but fakes do is tolerated, as client-go's
-// reflector tolerates it: an object without a resourceVersion (client-go's
-// fake clientset stores them so) is delivered and moves nothing; a bookmark
-// without one and an event of an unknown type are skipped. The session
-// goes on.
-func TestStreamToleratesWhatFakesSend(t *testing.T) {
+// What a stream does with input a real server never sends. Bad input is
+// graded, never panics, and never moves the cursor: the next session
+// resumes from the last good resourceVersion. What fakes send is tolerated,
+// as client-go's reflector tolerates it: an object without a
+// resourceVersion (client-go's fake clientset stores them so) is delivered
+// and moves nothing; a bookmark without one and an event of an unknown
+// type are skipped, and the session goes on.
+func TestStreamOnInputNoServerSends(t *testing.T) {
 	noRV := cm("x", "")
 	tests := []struct {
-		name      string
-		ev        apiwatch.Event
+		name string
+		ev   apiwatch.Event
+		// want is the first ending's outcome, calls the watches' cursors.
+		want      Outcome
+		calls     []string
 		delivered bool
 	}{
-		{"no resourceVersion", watchtest.Modified(noRV), true},
-		{"bookmark without resourceVersion", apiwatch.Event{Type: apiwatch.Bookmark, Object: noRV}, false},
-		{"unknown type", apiwatch.Event{Type: "SURPRISE", Object: cm("x", "9")}, false},
+		{"nil object", apiwatch.Event{Type: apiwatch.Added}, OutcomeError, []string{"watch from 5", "watch from 6"}, false},
+		{"object without metadata", apiwatch.Event{Type: apiwatch.Added, Object: &runtime.Unknown{}}, OutcomeError, []string{"watch from 5", "watch from 6"}, false},
+		{"ERROR with a non-Status object", apiwatch.Event{Type: apiwatch.Error, Object: cm("x", "9")}, OutcomeError, []string{"watch from 5", "watch from 6"}, false},
+		{"ERROR with nil object", apiwatch.Event{Type: apiwatch.Error}, OutcomeError, []string{"watch from 5", "watch from 6"}, false},
+		{"no resourceVersion", watchtest.Modified(noRV), OutcomeClosed, []string{"watch from 5", "watch from 7"}, true},
+		{"bookmark without resourceVersion", apiwatch.Event{Type: apiwatch.Bookmark, Object: noRV}, OutcomeClosed, []string{"watch from 5", "watch from 7"}, false},
+		{"unknown type", apiwatch.Event{Type: "SURPRISE", Object: cm("x", "9")}, OutcomeClosed, []string{"watch from 5", "watch from 7"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -782,11 +751,15 @@ func TestStreamToleratesWhatFakesSend(t *testing.T) {
 				stop := run(t, s)
 				settle()
 				stop()
-				if diff := cmp.Diff([]string{"watch from 5", "watch from 7"}, watchCalls(lw)); diff != "" {
+				if diff := cmp.Diff(tt.calls, watchCalls(lw)); diff != "" {
 					t.Errorf("calls mismatch (-want +got):\n%s", diff)
 				}
-				if e := rec.endings[0]; e.Verdict.Outcome != OutcomeClosed {
-					t.Errorf("first ending = %s (%v), want a clean close", e.Verdict.Outcome, e.Err)
+				e := rec.endings[0]
+				if e.Verdict.Outcome != tt.want || (tt.want == OutcomeError) != (e.Err != nil) {
+					t.Errorf("first ending = %s (err %v), want %s", e.Verdict.Outcome, e.Err, tt.want)
+				}
+				if tt.want == OutcomeError && e.Verdict.Class != ClassTransient {
+					t.Errorf("ending class = %s, want %s", e.Verdict.Class, ClassTransient)
 				}
 				if got := contains(rec.Log(), "MODIFIED x@"); got != tt.delivered {
 					t.Errorf("delivered the event: %v, want %v", got, tt.delivered)

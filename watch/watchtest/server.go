@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -323,17 +324,16 @@ func (s *Server) Objects() []runtime.Object {
 	return s.sortedLocked()
 }
 
-func (s *Server) sortedLocked() []runtime.Object {
-	keys := make([]objectKey, 0, len(s.objects))
-	for k := range s.objects {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b objectKey) int {
+func (s *Server) sortedLocked() []runtime.Object { return sortedCopies(s.objects) }
+
+// sortedCopies returns copies of objects, in namespace and name order.
+func sortedCopies(objects map[objectKey]runtime.Object) []runtime.Object {
+	keys := slices.SortedFunc(maps.Keys(objects), func(a, b objectKey) int {
 		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
 	})
 	out := make([]runtime.Object, len(keys))
 	for i, k := range keys {
-		out[i] = s.objects[k].DeepCopyObject()
+		out[i] = objects[k].DeepCopyObject()
 	}
 	return out
 }
@@ -580,20 +580,7 @@ func (s *Server) stateAtLocked(rv int64) []runtime.Object {
 			state[key] = c.obj
 		}
 	}
-	keys := slices.SortedFunc(func(yield func(objectKey) bool) {
-		for k := range state {
-			if !yield(k) {
-				return
-			}
-		}
-	}, func(a, b objectKey) int {
-		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
-	})
-	out := make([]runtime.Object, len(keys))
-	for i, k := range keys {
-		out[i] = state[k].DeepCopyObject()
-	}
-	return out
+	return sortedCopies(state)
 }
 
 // Watch calls WatchWithContext with a background context.
