@@ -169,10 +169,11 @@ type SessionEnd struct {
 }
 
 // Observer is told about state changes and session endings. Streams and
-// [Instrument]ed ListerWatchers call it synchronously from the goroutine that
-// runs the session, so its methods must be safe for concurrent use (one
-// observer usually serves many streams) and must not block: copy what you
-// need and return.
+// [Instrument]ed ListerWatchers call it synchronously, from the goroutine
+// that runs the session or from the timer of an escalation (one call at a
+// time per stream, in order), so its methods must be safe for concurrent use
+// (one observer usually serves many streams) and must not block: copy what
+// you need and return.
 type Observer interface {
 	// StateChanged is called when a stream's State changes.
 	StateChanged(State)
