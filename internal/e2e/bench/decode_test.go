@@ -47,7 +47,7 @@ import (
 // start to its last event, over the number of events; the servers run in
 // another process. allocs/event and B/event are heap allocations over the
 // same window; events/s is the rate over its wall time.
-var decodeEvents = flag.Int("bench.decode.events", 20000, "events in BenchmarkDecode's span")
+var decodeEvents = flag.Int("bench.decode.events", 30000, "events in BenchmarkDecode's span")
 
 const (
 	decodeNS      = "decode"

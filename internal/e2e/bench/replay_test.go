@@ -28,7 +28,9 @@ import (
 //
 // The setup creates, for each size in -bench.replay.sizes, that many small
 // ConfigMaps in a namespace of their own. Each consumer then replays one
-// namespace from nothing, in turn, once per round:
+// namespace from nothing, in turn, once per round and per encoding (JSON,
+// as for custom resources and dynamic clients; protobuf, client-go 0.37's
+// default for built-in types through typed clients):
 //
 //   - watchlist: a graded wgwatch.Stream (its default: a watch-list).
 //   - listwatch: a Stream with DisableWatchList: a LIST in pages of 500,
@@ -99,27 +101,34 @@ func BenchmarkReplay(b *testing.B) {
 		}
 		return struct{}{}
 	})
-	c := newClient(b, r.Config(), contentJSON)
-	defer c.Close()
-	if _, err := c.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
-		b.Fatalf("get namespace: %v", err)
-	}
-	for _, n := range ns {
-		group := fmt.Sprintf("replay/%d", n)
-		for _, m := range []string{"watchlist", "listwatch"} {
-			defineRatio(group+"/ratio", m+"/informer_time", "time_s", group+"/"+m, group+"/informer")
-			defineRatio(group+"/ratio", m+"/informer_allocs", "allocs", group+"/"+m, group+"/informer")
-			defineRatio(group+"/ratio", m+"/informer-list_time", "time_s", group+"/"+m, group+"/informer-list")
-			defineRatio(group+"/ratio", m+"/informer-list_allocs", "allocs", group+"/"+m, group+"/informer-list")
+	encs := []struct {
+		name string
+		c    *client
+	}{{"json", newClient(b, r.Config(), contentJSON)}, {"protobuf", newClient(b, r.Config(), contentProtobuf)}}
+	for _, e := range encs {
+		defer e.c.Close()
+		if _, err := e.c.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
+			b.Fatalf("get namespace: %v", err)
+		}
+		for _, n := range ns {
+			group := fmt.Sprintf("replay/%d/%s", n, e.name)
+			for _, m := range []string{"watchlist", "listwatch"} {
+				defineRatio(group+"/ratio", m+"/informer_time", "time_s", group+"/"+m, group+"/informer")
+				defineRatio(group+"/ratio", m+"/informer_allocs", "allocs", group+"/"+m, group+"/informer")
+				defineRatio(group+"/ratio", m+"/informer-list_time", "time_s", group+"/"+m, group+"/informer-list")
+				defineRatio(group+"/ratio", m+"/informer-list_allocs", "allocs", group+"/"+m, group+"/informer-list")
+			}
 		}
 	}
 	for round := 1; round <= *benchRounds; round++ {
 		for _, n := range ns {
-			for _, mode := range rotate(replayModes, round) {
-				name := fmt.Sprintf("%d/%s", n, mode.name)
-				b.Run(roundName(name, round), func(b *testing.B) {
-					benchReplay(b, c, n, "replay/"+name, mode, round)
-				})
+			for _, e := range encs {
+				for _, mode := range rotate(replayModes, round) {
+					name := fmt.Sprintf("%d/%s/%s", n, e.name, mode.name)
+					b.Run(roundName(name, round), func(b *testing.B) {
+						benchReplay(b, e.c, n, "replay/"+name, mode, round)
+					})
+				}
 			}
 		}
 	}

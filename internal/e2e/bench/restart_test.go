@@ -24,7 +24,8 @@ import (
 // Group 4: an apiserver restart under many streams.
 //
 // Each round starts restartStreams consumers of one namespace holding
-// restartObjects ConfigMaps, through one clientset (JSON), waits until all
+// restartObjects ConfigMaps, through one typed clientset (protobuf, its
+// default), waits until all
 // are Streaming, then restarts the apiserver as a rolling update does: a
 // second apiserver on the same etcd (its watch cache starts empty, after
 // every cursor), the proxy switched to it with every connection cut, the
@@ -126,7 +127,7 @@ func ticker(b *testing.B, c *client) (stop func()) {
 func benchRestart(b *testing.B, r *harness.Remote, name string, k restartKind) {
 	for range b.N {
 		b.StopTimer()
-		c := newClient(b, r.Config(), contentJSON)
+		c := newClient(b, r.Config(), contentProtobuf)
 		col := newCollector(restartStreams)
 		stops := make([]func(), restartStreams)
 		for i := range stops {

@@ -20,13 +20,13 @@ import (
 // Group 3: many idle streams over one client.
 //
 // Each round starts manyStreams consumers of one namespace holding one
-// ConfigMap, all through one new clientset (JSON, one HTTP/2 connection
-// pool), waits until every one is idle on an open watch (a stream or an
-// instrumented informer Streaming, that is live; a plain informer's
-// handler has its one initial add), and measures this process against
-// what it was before they started: goroutines, live heap and goroutine
-// stacks (after forced collections), per consumer, and the TCP
-// connections the clientset dialed.
+// ConfigMap, all through one new typed clientset (protobuf, its default;
+// one HTTP/2 connection pool), waits until every one is idle on an open
+// watch (a stream or an instrumented informer Streaming, that is live; a
+// plain informer's handler has its one initial add), and measures this
+// process against what it was before they started: goroutines, live heap
+// and goroutine stacks (after forced collections), per consumer, and the
+// TCP connections the clientset kept open (conns) and dialed (dials).
 //
 //   - stream: a graded wgwatch.Stream with a no-op handler.
 //   - informer: a SharedIndexInformer with one handler (its store holds
@@ -155,7 +155,7 @@ func benchManyStreams(b *testing.B, group, prefix string, opts harness.Options, 
 func benchMany(b *testing.B, r *harness.Remote, name string, k manyKind) {
 	for range b.N {
 		b.StopTimer()
-		c := newClient(b, r.Config(), contentJSON)
+		c := newClient(b, r.Config(), contentProtobuf)
 		if _, err := c.CoreV1().Namespaces().Get(context.Background(), manyNS, metav1.GetOptions{}); err != nil {
 			b.Fatalf("get namespace: %v", err)
 		}
