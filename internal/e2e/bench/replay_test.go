@@ -35,11 +35,15 @@ import (
 //   - watchlist: a graded wgwatch.Stream (its default: a watch-list).
 //   - listwatch: a Stream with DisableWatchList: a LIST in pages of 500,
 //     then a WATCH from the list's resourceVersion.
+//   - listwatch-5000: the same with ListPageSize 5000.
 //   - informer: a SharedIndexInformer as client-go 0.37 runs it (a
 //     watch-list).
 //   - informer-list: an informer over a ListerWatcher that says it cannot
-//     do a watch-list: a LIST (resourceVersion 0, served whole from the
-//     watch cache) then a WATCH, as informers did before client-go 0.35.
+//     do a watch-list: a LIST then a WATCH, as informers did before
+//     client-go 0.35. This is a reflector's first LIST: resourceVersion 0
+//     ("any"), served whole from the watch cache in one response. Its
+//     relist after an expiry asks for the latest (resourceVersion "") in
+//     pages of 500, as a Stream's LIST does.
 //
 // time_s is the wall time from the consumer's start until its handler has
 // the whole collection (a stream's Snapshot call; an informer handler's
@@ -76,10 +80,13 @@ type replayMode struct {
 
 var replayModes = []replayMode{
 	{"watchlist", func(b *testing.B, lw *countingLW, n int, snapped chan<- int) func() {
-		return startReplayStream(b, lw, snapped, false)
+		return startReplayStream(b, lw, snapped, wgwatch.StreamOptions{})
 	}},
 	{"listwatch", func(b *testing.B, lw *countingLW, n int, snapped chan<- int) func() {
-		return startReplayStream(b, lw, snapped, true)
+		return startReplayStream(b, lw, snapped, wgwatch.StreamOptions{DisableWatchList: true})
+	}},
+	{"listwatch-5000", func(b *testing.B, lw *countingLW, n int, snapped chan<- int) func() {
+		return startReplayStream(b, lw, snapped, wgwatch.StreamOptions{DisableWatchList: true, ListPageSize: 5000})
 	}},
 	{"informer", func(b *testing.B, lw *countingLW, n int, snapped chan<- int) func() {
 		return startReplayInformer(b, lw, n, snapped)
@@ -205,9 +212,9 @@ func writeHeapProfile(b *testing.B, file string) {
 	}
 }
 
-// startReplayStream runs a Stream from no cursor whose handler sends the
-// snapshot's size to snapped and keeps nothing.
-func startReplayStream(b *testing.B, lw cache.ListerWatcher, snapped chan<- int, disableWatchList bool) func() {
+// startReplayStream runs a Stream with opts from no cursor whose handler
+// sends the snapshot's size to snapped and keeps nothing.
+func startReplayStream(b *testing.B, lw cache.ListerWatcher, snapped chan<- int, opts wgwatch.StreamOptions) func() {
 	h := wgwatch.HandlerFuncs{SnapshotFunc: func(_ context.Context, snap wgwatch.Snapshot) error {
 		select {
 		case snapped <- len(snap.Objects):
@@ -215,7 +222,8 @@ func startReplayStream(b *testing.B, lw cache.ListerWatcher, snapped chan<- int,
 		}
 		return nil
 	}}
-	st, err := wgwatch.NewStream(lw, h, wgwatch.StreamOptions{Resource: configmaps, Name: "replay", DisableWatchList: disableWatchList})
+	opts.Resource, opts.Name = configmaps, "replay"
+	st, err := wgwatch.NewStream(lw, h, opts)
 	if err != nil {
 		b.Fatalf("NewStream: %v", err)
 	}
