@@ -33,7 +33,8 @@ func TestMain(m *testing.M) {
 	// client-go's own warnings (a reflector's watch cut by the apiserver
 	// restart, say) are what the benchmarks provoke.
 	klog.SetLogger(logr.Discard())
-	load, busy0 := loadAverage(), systemBusy()
+	load := loadAverage()
+	busy0, steal0 := systemBusy()
 	start := time.Now()
 	code := m.Run()
 	stopCluster()
@@ -42,44 +43,45 @@ func TestMain(m *testing.M) {
 	// What other processes of the machine used meanwhile: all CPU time
 	// the kernel counted, less this process's and its children's (the
 	// servers, stopped by now).
-	others := "?"
-	if busy0 >= 0 {
-		if busy1 := systemBusy(); busy1 >= 0 {
-			ours := rusage(syscall.RUSAGE_SELF) + rusage(syscall.RUSAGE_CHILDREN)
-			others = fmt.Sprintf("%.2f", max(busy1-busy0-ours, 0).Seconds()/wall.Seconds())
-		}
+	// The CPU time the hypervisor gave other guests while this one wanted
+	// it (steal) is the other noise a shared machine makes.
+	others, steal := "?", "?"
+	if busy1, steal1 := systemBusy(); busy0 >= 0 && busy1 >= 0 {
+		ours := rusage(syscall.RUSAGE_SELF) + rusage(syscall.RUSAGE_CHILDREN)
+		others = fmt.Sprintf("%.2f", max(busy1-busy0-ours, 0).Seconds()/wall.Seconds())
+		steal = fmt.Sprintf("%.2f", (steal1-steal0).Seconds()/wall.Seconds())
 	}
-	fmt.Printf("bench: machine cpu=%q cores=%d go=%s load_before=%s load_after=%s others_cores=%s wall_s=%.0f\n",
-		cpuName(), runtime.NumCPU(), runtime.Version(), load, loadAverage(), others, wall.Seconds())
+	fmt.Printf("bench: machine cpu=%q cores=%d go=%s load_before=%s load_after=%s others_cores=%s steal_cores=%s wall_s=%.0f\n",
+		cpuName(), runtime.NumCPU(), runtime.Version(), load, loadAverage(), others, steal, wall.Seconds())
 	os.Exit(code)
 }
 
-// systemBusy returns the CPU time the kernel has counted as busy, over all
-// cores (Linux's /proc/stat), or -1.
-func systemBusy() time.Duration {
+// systemBusy returns the CPU time the kernel has counted as busy and as
+// stolen, over all cores (Linux's /proc/stat), or -1s.
+func systemBusy() (busy, steal time.Duration) {
 	raw, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return -1
+		return -1, -1
 	}
 	line, _, _ := strings.Cut(string(raw), "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
-		return -1
+		return -1, -1
 	}
-	var ticks int64
-	for i, v := range f[1:9] {
-		if i == 3 || i == 4 { // idle, iowait
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
+	// user nice system idle iowait irq softirq steal, in USER_HZ (1/100 s)
+	var ticks [8]int64
+	for i := range ticks {
+		n, err := strconv.ParseInt(f[i+1], 10, 64)
 		if err != nil {
-			return -1
+			return -1, -1
 		}
-		ticks += n
+		ticks[i] = n
 	}
-	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+	tick := func(n int64) time.Duration { return time.Duration(n) * time.Second / 100 }
+	return tick(ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]), tick(ticks[7])
 }
 
+// rusage returns the CPU time (user and system) of who, 0 if unknown.
 func rusage(who int) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(who, &ru); err != nil {
