@@ -55,7 +55,7 @@ import (
 // the collection it is meant to keep. With -bench.heapprofile DIR each
 // run writes that heap's profile there.
 var (
-	replaySizes = flag.String("bench.replay.sizes", "10000,50000", "comma-separated collection sizes of BenchmarkReplay")
+	replaySizes = flag.String("bench.replay.sizes", "10000,50000,100000", "comma-separated collection sizes of BenchmarkReplay")
 	heapProfile = flag.String("bench.heapprofile", "", "directory for BenchmarkReplay's heap profiles, taken once each replay is done")
 )
 
