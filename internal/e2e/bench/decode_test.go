@@ -117,6 +117,7 @@ var decodeConsumers = []decodeConsumer{
 }
 
 func BenchmarkDecode(b *testing.B) {
+	defer timeGroup("decode")()
 	r, sp := cluster(b, "decode", harness.Options{}, func(r *harness.Remote) span { return writeSpan(b, r) })
 	type encoding struct {
 		name string

@@ -97,6 +97,7 @@ var replayModes = []replayMode{
 }
 
 func BenchmarkReplay(b *testing.B) {
+	defer timeGroup("replay")()
 	ns := sizes(b)
 	r, _ := cluster(b, "replay", harness.Options{}, func(r *harness.Remote) struct{} {
 		c := newClient(b, r.Config(), contentProtobuf)

@@ -83,6 +83,7 @@ var restartKinds = []restartKind{
 }
 
 func BenchmarkRestart(b *testing.B) {
+	defer timeGroup("restart")()
 	r, _ := cluster(b, "restart", harness.Options{}, func(r *harness.Remote) struct{} {
 		c := newClient(b, r.Config(), contentProtobuf)
 		defer c.Close()

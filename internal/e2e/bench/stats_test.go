@@ -217,3 +217,11 @@ func heapNow() (heap, stack uint64, goroutines int) {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc, ms.StackInuse, runtime.NumGoroutine()
 }
+
+// timeGroup records, when the returned function is called, the wall time
+// of a group of benchmarks since timeGroup was: its setup and all its
+// rounds.
+func timeGroup(group string) func() {
+	start := time.Now()
+	return func() { record(group+"/group", "wall_s", time.Since(start)) }
+}

@@ -147,6 +147,7 @@ func BenchmarkManyStreamsOneConnection(b *testing.B) {
 }
 
 func benchManyStreams(b *testing.B, group, prefix string, opts harness.Options, kinds []manyKind) {
+	defer timeGroup(prefix)()
 	r, _ := cluster(b, group, opts, func(r *harness.Remote) struct{} {
 		c := newClient(b, r.Config(), contentProtobuf)
 		defer c.Close()
