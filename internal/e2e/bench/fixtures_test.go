@@ -26,7 +26,7 @@ var configmaps = schema.GroupResource{Resource: "configmaps"}
 const waitTimeout = 3 * time.Minute
 
 // configMap is the small object every benchmark writes: a name and one
-// data key, about 350 bytes as JSON with its managedFields.
+// data key (the server adds its managedFields).
 func configMap(ns, name string, n int) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
