@@ -15,8 +15,8 @@ import (
 )
 
 // One cluster runs at a time, in a child process, for one group of
-// benchmarks: the group's first round starts it and writes the group's
-// data; its later rounds (-count) reuse both; the next group's first round
+// benchmarks: the group's benchmark starts it and writes the group's data
+// (once, should the benchmark run again with -count); the next group's
 // stops it. TestMain stops the last one.
 var current struct {
 	group    string
@@ -32,10 +32,8 @@ func cluster[T any](b *testing.B, group string, opts harness.Options, setup func
 	b.Helper()
 	if current.group != group {
 		stopCluster()
-		k := &keepAlive{B: b}
-		current.remote = harness.StartRemote(k, opts, logSink())
-		current.cleanups = k.cleanups
 		current.group = group
+		current.remote = harness.StartRemote(&keepAlive{B: b}, opts, logSink())
 		current.data = setup(current.remote)
 	}
 	return current.remote, current.data.(T)
@@ -48,14 +46,12 @@ func stopCluster() {
 	current.group, current.remote, current.cleanups, current.data = "", nil, nil, nil
 }
 
-// keepAlive is the first round's *testing.B, but with cleanups kept for
-// stopCluster rather than run when that round ends.
-type keepAlive struct {
-	*testing.B
-	cleanups []func()
-}
+// keepAlive is the group's first *testing.B, but with cleanups kept for
+// stopCluster rather than run when that benchmark ends (a failed start
+// included: the child is stopped either way).
+type keepAlive struct{ *testing.B }
 
-func (k *keepAlive) Cleanup(f func()) { k.cleanups = append(k.cleanups, f) }
+func (*keepAlive) Cleanup(f func()) { current.cleanups = append(current.cleanups, f) }
 
 // client is a clientset with a connection pool of its own whose dials,
 // and connections open, are counted; Close closes its idle connections.
