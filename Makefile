@@ -107,8 +107,27 @@ monitoring-capture:
 	cd examples && $(GO) test -count=1 -run '^TestRuleTestsUpToDate$$' ./monitoring/ -update
 
 # Benchmarks are not part of `test`; the README records their figures.
+# First the watch package's micro-benchmarks (an in-memory source), then
+# the e2e benchmarks against a real kube-apiserver and etcd, which run in
+# a child process of the benchmark binary (internal/e2e/bench): decode,
+# replay, many streams, apiserver restart, BENCH_ROUNDS rounds each (every
+# consumer once a round, in an order rotated every round). Their Go
+# benchmark lines and the servers' logs go to $(BENCH_LOG); the console
+# shows one "bench:" line per figure, median [min..max] over the rounds
+# (the micro-benchmarks' -count runs too), and the machine's load. About
+# 8 minutes on 2 cores.
+BENCH_LOG    ?= $(CURDIR)/bench.log
+BENCH_ROUNDS ?= 5
+BENCH_FLAGS  ?=
+
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./watch/
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./watch/ | tee $(BENCH_LOG).micro
+	cd internal/e2e && $(GO) test -c -o $(CURDIR)/bin/bench.test ./bench/
+	$(CURDIR)/bin/bench.test -test.run '^TestSummarize$$' > /dev/null
+	$(CURDIR)/bin/bench.test -bench.summarize $(BENCH_LOG).micro
+	cd internal/e2e/bench && $(CURDIR)/bin/bench.test -test.run '^$$' -test.bench . -test.benchtime 1x -test.benchmem \
+		-test.timeout 60m -bench.rounds $(BENCH_ROUNDS) -bench.serverlog $(BENCH_LOG).servers $(BENCH_FLAGS) > $(BENCH_LOG) 2>&1; rc=$$?; \
+		grep -E '^bench:|^--- FAIL|^FAIL|_test\.go:[0-9]+:' $(BENCH_LOG); exit $$rc
 
 # The unit tests of both modules as a busy CI machine runs them: one shell
 # busy loop per core for the whole run, every test 20 times. Not part of

@@ -363,9 +363,15 @@ func isInitialEventsEnd(obj runtime.Object) bool {
 	return err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
 }
 
-// replayBuffer collects a watch-list's initial events by namespace and name.
+// replayBuffer collects a watch-list's initial events by namespace and
+// name, in the order they came: the server sends them in key order, so
+// the snapshot's sort has next to nothing to do.
 type replayBuffer struct {
-	objects map[objectKey]runtime.Object
+	// index holds the place in arrived of each key's object.
+	index map[objectKey]int
+	// arrived holds the objects in the order their keys first came; a
+	// deleted one has a nil obj.
+	arrived []keyedObject
 }
 
 type objectKey struct{ namespace, name string }
@@ -379,28 +385,58 @@ func keyOf(obj runtime.Object) objectKey {
 }
 
 func (b *replayBuffer) apply(ev apiwatch.Event) {
-	if b.objects == nil {
-		b.objects = make(map[objectKey]runtime.Object)
+	if b.index == nil {
+		b.index = make(map[objectKey]int)
 	}
-	if ev.Type == apiwatch.Deleted {
-		delete(b.objects, keyOf(ev.Object))
-		return
+	key := keyOf(ev.Object)
+	i, ok := b.index[key]
+	switch {
+	case ev.Type == apiwatch.Deleted:
+		if ok {
+			b.arrived[i].obj = nil
+			delete(b.index, key)
+		}
+	case ok:
+		b.arrived[i].obj = ev.Object
+	default:
+		b.index[key] = len(b.arrived)
+		b.arrived = append(b.arrived, keyedObject{key: key, pos: len(b.arrived), obj: ev.Object})
 	}
-	b.objects[keyOf(ev.Object)] = ev.Object
 }
 
+// snapshot returns the collection; the buffer is of no use after it.
 func (b *replayBuffer) snapshot(rv string) Snapshot {
-	objs := make([]runtime.Object, 0, len(b.objects))
-	for _, o := range b.objects {
-		objs = append(objs, o)
-	}
-	sortObjects(objs)
-	return Snapshot{Objects: objs, ResourceVersion: rv}
+	keyed := slices.DeleteFunc(b.arrived, func(k keyedObject) bool { return k.obj == nil })
+	return Snapshot{Objects: sortKeyed(keyed, make([]runtime.Object, len(keyed))), ResourceVersion: rv}
 }
 
+// keyedObject is an object with its key, and its place in a list.
+type keyedObject struct {
+	key objectKey
+	pos int
+	obj runtime.Object
+}
+
+// sortObjects sorts objs by namespace and name, keeping the order of
+// objects with the same key. Each key is computed once: a replay of 50,000
+// objects sorted through meta.Accessor in every comparison spent tens of
+// milliseconds there, after its last event and before its snapshot.
 func sortObjects(objs []runtime.Object) {
-	slices.SortStableFunc(objs, func(a, b runtime.Object) int {
-		ka, kb := keyOf(a), keyOf(b)
-		return cmp.Or(cmp.Compare(ka.namespace, kb.namespace), cmp.Compare(ka.name, kb.name))
+	keyed := make([]keyedObject, len(objs))
+	for i, o := range objs {
+		keyed[i] = keyedObject{key: keyOf(o), pos: i, obj: o}
+	}
+	sortKeyed(keyed, objs)
+}
+
+// sortKeyed sorts keyed by key, then by place, and writes the objects in
+// that order to dst, which it returns.
+func sortKeyed(keyed []keyedObject, dst []runtime.Object) []runtime.Object {
+	slices.SortFunc(keyed, func(a, b keyedObject) int {
+		return cmp.Or(cmp.Compare(a.key.namespace, b.key.namespace), cmp.Compare(a.key.name, b.key.name), cmp.Compare(a.pos, b.pos))
 	})
+	for i := range keyed {
+		dst[i] = keyed[i].obj
+	}
+	return dst
 }
