@@ -121,7 +121,7 @@ BENCH_ROUNDS ?= 5
 BENCH_FLAGS  ?=
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./watch/ | tee $(BENCH_LOG).micro
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./watch/ ./readiness/ | tee $(BENCH_LOG).micro
 	cd internal/e2e && $(GO) test -c -o $(CURDIR)/bin/bench.test ./bench/
 	$(CURDIR)/bin/bench.test -test.run '^TestSummarize$$' > /dev/null
 	$(CURDIR)/bin/bench.test -bench.summarize $(BENCH_LOG).micro
