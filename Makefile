@@ -104,7 +104,7 @@ monitoring-capture:
 	cd examples && WATCHGRADE_MONITORING_CAPTURE=$(CURDIR)/examples/monitoring/testdata/e2e \
 		$(GO) test -count=1 -v -timeout 20m -run '^Test(ClientGo|ControllerRuntime)Controller$$' ./e2e/ > $(EXAMPLES_LOG) 2>&1; rc=$$?; \
 		grep -E '^ *e2e:|^(--- |ok |FAIL)|observatory:' $(EXAMPLES_LOG); test $$rc -eq 0
-	cd examples && $(GO) test -count=1 -run '^TestRuleTestsUpToDate$$' ./monitoring/ -update
+	cd examples && $(GO) test -count=1 -run '^(TestRuleTestsUpToDate|TestArgoCDFixturesCoverTheStates)$$' ./monitoring/ -update
 
 # Benchmarks are not part of `test`; the README records their figures.
 # First the watch package's micro-benchmarks (an in-memory source), then

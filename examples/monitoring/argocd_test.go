@@ -208,16 +208,67 @@ func TestArgoCDFixturesCoverTheStates(t *testing.T) {
 			t.Errorf("no object from the e2e run is %s", s)
 		}
 	}
-	for file, change := range map[string]func(map[string]any){
-		"suspended.yaml": func(o map[string]any) { o["spec"].(map[string]any)["suspend"] = true },
-		"deleting.yaml":  func(o map[string]any) { o["metadata"].(map[string]any)["deletionTimestamp"] = "2026-12-01T08:00:00Z" },
-	} {
+	for _, d := range derivedFixtures {
 		want := readObject(t, "testdata/e2e/clientgo/ready.yaml")
-		change(want)
-		got := readObject(t, filepath.Join(healthDir, "testdata", file))
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s is not ready.yaml with its one change (-want +got):\n%s", file, diff)
+		if err := d.change(want); err != nil {
+			t.Fatalf("%s: %v", d.file, err)
 		}
+		path := filepath.Join(healthDir, "testdata", d.file)
+		if *update {
+			writeDerivedFixture(t, path, d.comment, want)
+		}
+		got := readObject(t, path)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s is not ready.yaml with its one change (-want +got):\n%s\n(make monitoring-capture rewrites it)", d.file, diff)
+		}
+	}
+}
+
+// derivedFixtures are the Argo CD fixtures for states a WatchTarget never
+// reaches, each the captured ready.yaml with one change. `-update` (make
+// monitoring-capture) rewrites them from a new capture.
+var derivedFixtures = []struct {
+	file, comment string
+	change        func(map[string]any) error
+}{
+	{
+		file:    "suspended.yaml",
+		comment: "testdata/e2e/clientgo/ready.yaml with spec.suspend: true, for kinds that have it.",
+		change: func(o map[string]any) error {
+			spec, ok := o["spec"].(map[string]any)
+			if !ok {
+				return fmt.Errorf("ready.yaml has no spec")
+			}
+			spec["suspend"] = true
+			return nil
+		},
+	},
+	{
+		file:    "deleting.yaml",
+		comment: "testdata/e2e/clientgo/ready.yaml with a deletionTimestamp, as while a finalizer holds it.",
+		change: func(o map[string]any) error {
+			meta, ok := o["metadata"].(map[string]any)
+			if !ok {
+				return fmt.Errorf("ready.yaml has no metadata")
+			}
+			created, err := time.Parse(time.RFC3339, fmt.Sprint(meta["creationTimestamp"]))
+			if err != nil {
+				return fmt.Errorf("ready.yaml's creationTimestamp: %w", err)
+			}
+			meta["deletionTimestamp"] = created.Add(time.Hour).UTC().Format(time.RFC3339)
+			return nil
+		},
+	},
+}
+
+func writeDerivedFixture(t *testing.T, path, comment string, obj map[string]any) {
+	t.Helper()
+	b, err := yaml.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append([]byte("# "+comment+"\n"), b...), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

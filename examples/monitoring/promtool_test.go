@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated files (prometheus/rules_test.yaml) instead of comparing them")
+var update = flag.Bool("update", false, "rewrite the generated files (prometheus/rules_test.yaml and the derived Argo CD fixtures) instead of comparing them")
 
 // The promtool unit tests, prometheus/rules_test.yaml, are generated from
 // the scrapes in testdata/e2e, which the examples e2e captured from both
