@@ -295,15 +295,9 @@ func startInformer(b *testing.B, lw cache.ListerWatcher, s *sink, sp span) func(
 	if err != nil {
 		b.Fatalf("AddEventHandler: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		informer.RunWithContext(ctx)
-	}()
+	stop := runInformer(informer)
 	return func() {
-		cancel()
-		<-done
+		stop()
 		checkStore(b, informer, sp)
 	}
 }

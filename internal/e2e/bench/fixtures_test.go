@@ -200,3 +200,18 @@ func rotate[T any](xs []T, round int) []T {
 
 // roundName names a sub-benchmark of one round.
 func roundName(name string, round int) string { return fmt.Sprintf("%s/round=%d", name, round) }
+
+// runInformer runs informer until the returned stop, which waits for it
+// to return.
+func runInformer(informer cache.SharedIndexInformer) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		informer.RunWithContext(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

@@ -256,16 +256,7 @@ func startReplayInformer(b *testing.B, lw cache.ListerWatcher, n int, snapped ch
 	if err != nil {
 		b.Fatalf("AddEventHandler: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		informer.RunWithContext(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	return runInformer(informer)
 }
 
 // countingLW counts the watches its inner ListerWatcher has returned.

@@ -128,13 +128,7 @@ func runIdleInformer(b *testing.B, lw cache.ListerWatcher, live func(), liveOnAd
 	if err != nil {
 		b.Fatalf("AddEventHandler: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		informer.RunWithContext(ctx)
-	}()
-	return func() { cancel(); <-done }
+	return runInformer(informer)
 }
 
 func BenchmarkManyStreams(b *testing.B) {
