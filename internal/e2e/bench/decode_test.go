@@ -206,15 +206,7 @@ func startStream(b *testing.B, c *client, sp span, s *sink) func() {
 	if err != nil {
 		b.Fatalf("NewStream: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- st.Run(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("Run: %v", err)
-		}
-	}
+	return runStream(b, st)
 }
 
 func startWatchLoop(b *testing.B, c *client, sp span, s *sink) func() {

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	wgwatch "github.com/watchgrade/watchgrade/watch"
 )
 
 var configmaps = schema.GroupResource{Resource: "configmaps"}
@@ -213,5 +215,19 @@ func runInformer(informer cache.SharedIndexInformer) (stop func()) {
 	return func() {
 		cancel()
 		<-done
+	}
+}
+
+// runStream runs st until the returned stop, which waits for Run to
+// return and reports its error.
+func runStream(b *testing.B, st *wgwatch.Stream) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("Run: %v", err)
+		}
 	}
 }

@@ -228,15 +228,7 @@ func startReplayStream(b *testing.B, lw cache.ListerWatcher, snapped chan<- int,
 	if err != nil {
 		b.Fatalf("NewStream: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- st.Run(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("Run: %v", err)
-		}
-	}
+	return runStream(b, st)
 }
 
 // startReplayInformer runs an informer whose handler sends n to snapped

@@ -66,10 +66,7 @@ var restartKinds = []restartKind{
 		if err != nil {
 			b.Fatalf("NewStream: %v", err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- st.Run(ctx) }()
-		return func() { cancel(); <-done }
+		return runStream(b, st)
 	}},
 	{"informer", func(b *testing.B, lw cache.ListerWatcher, i int, obs wgwatch.Observer) func() {
 		ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{

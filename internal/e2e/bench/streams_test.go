@@ -79,10 +79,7 @@ func startIdleStream(b *testing.B, c *client, i int, live func()) func() {
 	if err != nil {
 		b.Fatalf("NewStream: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- st.Run(ctx) }()
-	return func() { cancel(); <-done }
+	return runStream(b, st)
 }
 
 // onStreaming is an observer that calls live at the first Streaming.
