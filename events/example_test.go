@@ -1,7 +1,9 @@
 package events_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -89,6 +91,37 @@ func ExampleRecorder() {
 	// Output:
 	// Normal InitialSync pods: replaying
 	// Normal Established all gates are established
+}
+
+// NewEventsRecorder wraps client-go's events.k8s.io/v1 recorder. It keeps
+// to the API server's limits: an action it would reject is refused here,
+// at start-up, and a reason longer than MaxReasonBytes is cut.
+func ExampleNewEventsRecorder() {
+	show := eventsV1Func(func(eventtype, reason, action, note string) {
+		fmt.Println(eventtype, len(reason), action, note)
+	})
+	_, err := wgevents.NewEventsRecorder(show, wgevents.EventsOptions{Action: strings.Repeat("x", 129)})
+	fmt.Println(errors.Is(err, wgevents.ErrInvalidAction))
+
+	rec, err := wgevents.NewEventsRecorder(show, wgevents.EventsOptions{Action: "Reconcile"})
+	if err != nil {
+		panic(err)
+	}
+	stalled := []metav1.Condition{
+		{Type: "Ready", Status: metav1.ConditionFalse, Reason: strings.Repeat("R", 200), Message: "pods: forbidden"},
+		{Type: "Stalled", Status: metav1.ConditionTrue, Reason: strings.Repeat("R", 200), Message: "pods: forbidden"},
+	}
+	rec.Record(nil, nil, stalled)
+	// Output:
+	// true
+	// Warning 128 Reconcile pods: forbidden
+}
+
+// eventsV1Func adapts a function to an EventsV1Recorder.
+type eventsV1Func func(eventtype, reason, action, note string)
+
+func (f eventsV1Func) Eventf(_, _ runtime.Object, eventtype, reason, action, note string, args ...any) {
+	f(eventtype, reason, action, fmt.Sprintf(note, args...))
 }
 
 // coreV1Func adapts a function to a CoreV1Recorder.

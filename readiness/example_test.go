@@ -1,6 +1,7 @@
 package readiness_test
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -91,6 +92,45 @@ func ExampleAccumulator() {
 	// requeue team-a/target
 	// Ready=True Established: all gates are established
 	// 0
+}
+
+// After a controller restart, an owner whose persisted Ready is True for
+// its generation keeps its conditions while its streams start over
+// (within StartGrace): Apply changes nothing, so there is no status write
+// and no Event, and kstatus never sees the owner InProgress.
+func ExampleAccumulator_restart() {
+	acc, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{})
+	if err != nil {
+		panic(err)
+	}
+	key := types.NamespacedName{Namespace: "team-a", Name: "target"}
+	conds := []metav1.Condition{{ // what the previous process wrote
+		Type: wgreadiness.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: 1,
+		Reason: wgreadiness.ReasonEstablished, Message: "all gates are established",
+	}}
+
+	acc.Track(key, "apps/deployments")
+	acc.StateChanged(wgwatch.State{Stream: "apps/deployments", Phase: wgwatch.PhaseReplaying, Reason: wgwatch.ReasonInitialSync})
+	fmt.Println("syncing, changed:", acc.Apply(key, &conds, 1, time.Now()))
+	acc.StateChanged(wgwatch.State{Stream: "apps/deployments", Phase: wgwatch.PhaseStreaming, Reason: wgwatch.ReasonWatching})
+	fmt.Println("streaming, changed:", acc.Apply(key, &conds, 1, time.Now()))
+	printConditions(conds)
+	// Output:
+	// syncing, changed: false
+	// streaming, changed: false
+	// Ready=True Established: all gates are established
+}
+
+// Validate reports every option the roll-up cannot honour at once;
+// NewAccumulator refuses them the same way.
+func ExampleOptions_Validate() {
+	err := wgreadiness.Options{StreamsCondition: wgreadiness.ConditionStalled, MessageLimit: 10}.Validate()
+	fmt.Println(errors.Is(err, wgreadiness.ErrInvalidOptions))
+	fmt.Println(err)
+	// Output:
+	// true
+	// watchgrade/readiness: invalid options: StreamsCondition "Stalled" must be a condition type other than Ready, Reconciling and Stalled
+	// watchgrade/readiness: invalid options: MessageLimit 10 is outside [64, 32768]
 }
 
 // StreamLevel maps stream states onto gate levels.
