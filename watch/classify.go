@@ -48,6 +48,7 @@ func Classes() []Class {
 //	------------------------------------------------------  ------------  ----------------------------
 //	Status code 410, or reason Expired or Gone              expired       ExpiredResourceVersion
 //	504 with cause ResourceVersionTooLarge                  expired       ResourceVersionTooLarge
+//	ErrCursorAhead (the stream's own check of its cursor)    expired       ResourceVersionTooLarge
 //	401 / Unauthorized                                      needs human   Unauthorized
 //	403 / Forbidden                                         needs human   Forbidden
 //	404 / NotFound                                          needs human   ResourceNotFound
@@ -61,6 +62,9 @@ func Classes() []Class {
 func Classify(err error) (Class, Reason) {
 	if err == nil {
 		return ClassNone, ""
+	}
+	if errors.Is(err, ErrCursorAhead) {
+		return ClassExpired, ReasonResourceVersionTooLarge
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {

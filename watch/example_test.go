@@ -65,7 +65,7 @@ func ExampleStream() {
 			watchtest.Added(watchtest.ConfigMap("a", "10")),
 			watchtest.InitialEventsEnd("11"),
 			watchtest.Modified(watchtest.ConfigMap("a", "12")),
-		}},
+		}, Lasts: 1500 * time.Millisecond}, // live after ShortSession (1s), then closed by the server
 		watchtest.Session{Events: []apiwatch.Event{watchtest.Bookmark("15")}},
 	)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -62,9 +63,10 @@ type Ending struct {
 	// included.
 	Events int
 	// Live is true when the session went live: after its replay, if it had
-	// one, it delivered an event or a bookmark, or stayed open for
-	// [Policy.ShortSession]. A live session is healthy however it ended; a
-	// replay alone is not.
+	// one, it stayed open for [Policy.ShortSession]. A live session is
+	// healthy however it ended; a replay alone is not, and neither is an
+	// event that slipped through a session cut sooner (behind a proxy that
+	// cuts every watch, events arrive late: that is not health).
 	Live bool
 
 	// Failures counts the sessions in a row before this one that did not
@@ -85,15 +87,15 @@ type Ending struct {
 	// Replays counts the replays started since the stream was last live,
 	// this session's included.
 	Replays int
-	// ShortCloses counts the short, empty closes in a row before this one.
+	// ShortCloses counts the short closes in a row before this one.
 	ShortCloses int
 }
 
 // Policy holds the thresholds of [Grade]. Its zero value uses the defaults.
 type Policy struct {
 	// ShortSession is how long a session must stay open, after its replay
-	// if it had one, to count as live without delivering anything; a clean
-	// close that comes sooner, with nothing delivered, is short.
+	// if it had one, to count as live; a clean close that comes sooner is
+	// short, whatever it delivered.
 	// Defaults to 1s.
 	ShortSession time.Duration
 	// FlapAfter is the number of short closes in a row, a replay having been
@@ -135,7 +137,39 @@ const (
 	DefaultReplayGrace      = 10 * time.Second
 )
 
+// Validate reports, as an error wrapping [ErrInvalidOptions], thresholds
+// that cannot all be honoured, after defaults are applied: a
+// ProgressDeadline shorter than TransientGrace (the stream would be
+// stalled before it is even blocked), and a ShortSession as long as
+// TransientGrace (no session could go live before the stream is
+// published as blocked). [NewStream] and [Instrument] refuse such a
+// Policy; [Grade], which cannot fail, treats a ProgressDeadline shorter
+// than TransientGrace as TransientGrace.
+func (p Policy) Validate() error {
+	p = p.filled()
+	var problems []string
+	if p.ProgressDeadline < p.TransientGrace {
+		problems = append(problems, fmt.Sprintf("ProgressDeadline %s is shorter than TransientGrace %s", p.ProgressDeadline, p.TransientGrace))
+	}
+	if p.ShortSession >= p.TransientGrace {
+		problems = append(problems, fmt.Sprintf("ShortSession %s is not shorter than TransientGrace %s", p.ShortSession, p.TransientGrace))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
+}
+
 func (p Policy) withDefaults() Policy {
+	p = p.filled()
+	// Validate refuses this; Grade cannot, and keeps the escalations in
+	// order.
+	p.ProgressDeadline = max(p.ProgressDeadline, p.TransientGrace)
+	return p
+}
+
+// filled returns p with each zero or negative threshold at its default.
+func (p Policy) filled() Policy {
 	if p.ShortSession <= 0 {
 		p.ShortSession = DefaultShortSession
 	}
@@ -192,7 +226,7 @@ type Verdict struct {
 	// Healthy is true when the session went live ([Ending.Live]): it
 	// resets the backoff and the history of failures.
 	Healthy bool
-	// ShortClose is true when the session was a short, empty clean close; it
+	// ShortClose is true when the session was a short clean close; it
 	// extends the run that [Ending.ShortCloses] counts.
 	ShortClose bool
 	// Publish is true when the stream must publish State now.
@@ -345,7 +379,7 @@ func Grade(e Ending, p Policy) Verdict {
 	return v
 }
 
-// gradeShortClose decides what follows a short, empty clean close, and
+// gradeShortClose decides what follows a short clean close, and
 // sets v's Flapping state when the run is long enough.
 func gradeShortClose(e Ending, p Policy, replayStage bool, v *Verdict) (Next, Wait) {
 	again := NextResume
@@ -365,7 +399,7 @@ func gradeShortClose(e Ending, p Policy, replayStage bool, v *Verdict) (Next, Wa
 	case n >= p.FlapAfter:
 		v.Publish = true
 		v.State = State{Phase: PhaseBlocked, Reason: ReasonFlapping,
-			Message: "watch sessions keep closing at once without events, even after a replay"}
+			Message: "watch sessions keep closing before they go live, even after a replay"}
 	}
 	return again, WaitBackoff
 }
@@ -399,6 +433,22 @@ func escalations(e Ending, class Class, reason Reason, p Policy) []Escalation {
 	}
 	at(p.ProgressDeadline, deadlineState(e, p))
 	return out
+}
+
+// startEscalations are what a stream or an instrumented informer
+// publishes if its first session never goes live, counted from its start:
+// until a session ends there is no ending to grade. A stream that resumes
+// from a cursor is Blocked at TransientGrace; one that replays is already
+// Replaying (InitialSync). Both need a human at ProgressDeadline.
+func startEscalations(p Policy, resuming bool) []Escalation {
+	p = p.withDefaults()
+	var out []Escalation
+	if resuming {
+		out = append(out, Escalation{After: p.TransientGrace, State: State{Phase: PhaseBlocked, Reason: ReasonNoLiveSession,
+			Message: fmt.Sprintf("no watch session has gone live for over %s since the stream started", p.TransientGrace)}})
+	}
+	return append(out, Escalation{After: p.ProgressDeadline, State: State{Phase: PhaseBlocked, Reason: ReasonProgressDeadlineExceeded, NeedsHuman: true,
+		Message: fmt.Sprintf("no live watch session for over %s since the start", p.ProgressDeadline)}})
 }
 
 func replayingState(reason Reason) State {
@@ -448,7 +498,7 @@ func describe(e Ending) string {
 		if e.Stage == StageReplay {
 			return "replays keep closing before they are complete"
 		}
-		return "watch sessions keep closing at once without events"
+		return "watch sessions keep closing before they go live"
 	case CauseReplayDeadline:
 		return "the replay did not reach its initial-events-end bookmark in time"
 	case CauseHandler:

@@ -6,9 +6,11 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
@@ -40,12 +42,12 @@ type InstrumentOptions struct {
 // as they are, and the informer keeps its own retries and relists.
 //
 // Health is judged as a [Stream]'s is: a session is live once, after the
-// informer's relist (its List, or a watch-list's initial events), it
-// delivers an event or a bookmark or stays open for ShortSession; a relist
-// done within ReplayGrace publishes nothing. The reflector's fallback from a
-// watch-list the server refuses to a LIST is routine and is not reported
-// as a session ending; events the reflector skips (no resourceVersion, an
-// unknown type) end nothing.
+// informer's relist (its List, or a watch-list's initial events), it has
+// stayed open for ShortSession; a relist done within ReplayGrace publishes
+// nothing. The reflector's fallback from a watch-list the server refuses
+// to a LIST, on the open or by an ERROR event before the initial events
+// end, is routine and is not reported as a session ending; events the
+// reflector skips (no resourceVersion, an unknown type) end nothing.
 //
 // The informer's watches are forwarded through one goroutine per open watch
 // and a result channel of 64 events; the goroutine ends when the watch ends
@@ -60,7 +62,12 @@ type InstrumentedListerWatcher struct {
 	clock          clock.Clock
 	esc            escalator
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// idle is true until the informer's first call, and again after its
+	// teardown: the history starts over at its next call, so a standby
+	// before the informer runs (a leader election, a manager built long
+	// before it starts) is not counted as trouble.
+	idle  bool
 	hist  history
 	state State
 	// relisted is true when the informer started a relist (a List, or a
@@ -75,14 +82,20 @@ var (
 
 // Instrument wraps lw for an informer: pass the result to
 // cache.NewSharedIndexInformer, or return it from controller-runtime's
-// cache.Options.NewInformer. It returns an error wrapping ErrNilListerWatcher
-// or ErrNoResource when those are missing.
+// cache.Options.NewInformer. The informer's health is measured from its
+// first List or Watch call, not from Instrument: an informer built long
+// before it runs is not in trouble meanwhile. It returns an error wrapping
+// ErrNilListerWatcher or ErrNoResource when those are missing, and
+// ErrInvalidOptions when [Policy.Validate] refuses the Policy.
 func Instrument(lw cache.ListerWatcher, opts InstrumentOptions) (*InstrumentedListerWatcher, error) {
 	if lw == nil {
 		return nil, fmt.Errorf("Instrument: %w", ErrNilListerWatcher)
 	}
 	if opts.Resource.Resource == "" {
 		return nil, fmt.Errorf("Instrument: %w", ErrNoResource)
+	}
+	if err := opts.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("Instrument: %w", err)
 	}
 	if opts.Name == "" {
 		opts.Name = opts.Resource.String()
@@ -99,7 +112,7 @@ func Instrument(lw cache.ListerWatcher, opts InstrumentOptions) (*InstrumentedLi
 		watchListUnsup: watchlist.DoesClientNotSupportWatchListSemantics(lw),
 		opts:           opts,
 		clock:          opts.Clock,
-		hist:           newHistory(opts.Clock.Now()),
+		idle:           true,
 		state:          State{Stream: opts.Name, Resource: opts.Resource, Phase: PhaseStarting, Reason: ReasonStarting},
 	}
 	i.esc = escalator{clock: opts.Clock, publish: i.publishLocked}
@@ -128,6 +141,7 @@ func (i *InstrumentedListerWatcher) List(options metav1.ListOptions) (runtime.Ob
 // ListWithContext lists through the wrapped ListerWatcher and grades a
 // failed List.
 func (i *InstrumentedListerWatcher) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+	i.wake(ctx)
 	if options.Continue == "" {
 		i.relist()
 	}
@@ -137,6 +151,22 @@ func (i *InstrumentedListerWatcher) ListWithContext(ctx context.Context, options
 		i.end(ctx, result{stage: StageList, cause: CauseError, err: err}, start)
 	}
 	return obj, err
+}
+
+// wake starts the history at the informer's first call, and after a
+// teardown, and arms what is published if its first session never goes
+// live.
+func (i *InstrumentedListerWatcher) wake(ctx context.Context) {
+	i.mu.Lock()
+	idle := i.idle
+	if idle {
+		i.idle = false
+		i.hist = newHistory(i.clock.Now())
+	}
+	i.mu.Unlock()
+	if idle {
+		i.esc.verdict(Verdict{Escalations: startEscalations(i.opts.Policy, false)}, ctx.Done())
+	}
 }
 
 // relist records that the informer started a relist.
@@ -158,6 +188,7 @@ func (i *InstrumentedListerWatcher) Watch(options metav1.ListOptions) (apiwatch.
 // WatchWithContext opens a watch through the wrapped ListerWatcher, grades
 // a failed open, and returns a watch that grades its own ending.
 func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, options metav1.ListOptions) (apiwatch.Interface, error) {
+	i.wake(ctx)
 	replay := options.SendInitialEvents != nil && *options.SendInitialEvents
 	stage := StageOpen
 	if replay {
@@ -201,6 +232,8 @@ func (i *InstrumentedListerWatcher) end(ctx context.Context, r result, start tim
 	v := Grade(e, i.opts.Policy)
 	if v.Next != NextStop {
 		i.hist.record(e, v, now)
+	} else {
+		i.idle = true
 	}
 	i.mu.Unlock()
 	i.opts.Observer.SessionEnded(SessionEnd{
@@ -294,8 +327,9 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 	if g.replay {
 		r.stage = StageReplay
 	}
-	// The session goes live on its first event or bookmark after the
-	// replay, or once it has stayed open for ShortSession after it.
+	// The session goes live once it has stayed open for ShortSession
+	// after the relist, if it was one; what it delivers before that does
+	// not make it live (see Stream).
 	var healthy <-chan time.Time
 	var timer clock.Timer
 	arm := func() {
@@ -355,20 +389,20 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			switch ev.Type {
 			case apiwatch.Added, apiwatch.Modified, apiwatch.Deleted:
 				r.events++
-				if r.stage == StageStream {
-					goLive()
-				}
 			case apiwatch.Bookmark:
-				switch {
-				case r.stage == StageStream:
-					goLive()
-				case isInitialEventsEnd(ev.Object):
+				if r.stage == StageReplay && isInitialEventsEnd(ev.Object) {
 					r.stage = StageStream
 					arm()
 				}
 			case apiwatch.Error:
 				graded = true
-				r.cause, r.err = CauseError, apierrorsFromObject(ev.Object)
+				err := apierrorsFromObject(ev.Object)
+				if r.stage == StageReplay && reflectorListsAfter(err) {
+					// The reflector falls back to a LIST, which is
+					// graded if it fails: routine, and no session.
+					break
+				}
+				r.cause, r.err = CauseError, err
 				g.parent.end(g.ctx, r, g.start)
 			}
 		}
@@ -384,6 +418,18 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			return r, graded
 		}
 	}
+}
+
+// reflectorListsAfter reports whether client-go's reflector answers err,
+// an ERROR event inside a watch-list, by listing instead: anything but a
+// 429 or a refused connection (it backs off and asks again) and an expiry
+// or a too large resourceVersion (it asks again at once).
+func reflectorListsAfter(err error) bool {
+	if apierrors.IsTooManyRequests(err) || utilnet.IsConnectionRefused(err) {
+		return false
+	}
+	class, _ := Classify(err)
+	return class != ClassExpired
 }
 
 // forwardBuffer is the capacity of an instrumented watch's result channel

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,8 +43,12 @@ type result struct {
 	// live is true when the session went live (see Ending.Live).
 	live bool
 	// replayed is true when the session started a replay, and served when
-	// the server served it (the LIST answered, the watch-list opened).
+	// the server served it (a page of the LIST answered, the watch-list
+	// opened).
 	replayed, served bool
+	// refused is true when a watch-list's first event was an ERROR that
+	// refuses the watch-list (see refusesInStream).
+	refused bool
 }
 
 // Session lifetimes the stream enforces itself, past what it asked the
@@ -73,6 +78,13 @@ func (s *Stream) watchOptions(o metav1.ListOptions) (metav1.ListOptions, time.Du
 
 // resume opens a watch from the cursor and consumes it.
 func (s *Stream) resume(ctx context.Context, cursor string) result {
+	return s.resumeChecked(ctx, cursor, s.opts.CursorCheck > 0)
+}
+
+// resumeChecked opens a watch from the cursor and consumes it; with check
+// set, a session that delivers nothing for CursorCheck has its cursor
+// checked against the server's resourceVersion.
+func (s *Stream) resumeChecked(ctx context.Context, cursor string, check bool) result {
 	opts, lifetime := s.watchOptions(metav1.ListOptions{ResourceVersion: cursor})
 	sctx, cancel := context.WithTimeout(ctx, lifetime)
 	defer cancel()
@@ -84,7 +96,10 @@ func (s *Stream) resume(ctx context.Context, cursor string) result {
 		return result{stage: StageOpen, cause: CauseError, err: err}
 	}
 	defer w.Stop()
-	return s.consume(ctx, sctx, w, nil)
+	if !check {
+		cursor = ""
+	}
+	return s.consume(ctx, sctx, w, nil, cursor)
 }
 
 // replay rebuilds the consumer's view: a watch-list where the server
@@ -124,7 +139,15 @@ func (s *Stream) replayOnce(ctx context.Context) result {
 		return s.listThenWatch(ctx)
 	case err == nil:
 		defer w.Stop()
-		r := s.consume(ctx, sctx, w, &replayBuffer{})
+		r := s.consume(ctx, sctx, w, &replayBuffer{}, "")
+		if r.refused && ctx.Err() == nil {
+			// The server accepted the watch-list and then refused it with
+			// an ERROR event (a storage without watch-progress support
+			// answers 500; a watch cache that lags answers "too large
+			// resource version"): list, as the reflector does.
+			w.Stop()
+			return s.listThenWatch(ctx)
+		}
 		r.served = true
 		if r.cause == CauseReplayDeadline {
 			// A server that ignores sendInitialEvents never sends the end
@@ -157,14 +180,33 @@ func refusesWatchList(err error) bool {
 	return class == ClassNeedsHuman && reason == ReasonInvalidRequest
 }
 
+// refusesInStream reports whether err, the first thing a watch-list sent,
+// is a refusal to list that way rather than a reason to wait: anything but
+// a 429, which a LIST would get too.
+func refusesInStream(err error) bool {
+	return !apierrors.IsTooManyRequests(err)
+}
+
 func (s *Stream) listThenWatch(ctx context.Context) result {
+	// served is set once the server answered a page: a LIST that fails on
+	// a later page has cost the server its first pages, and is charged to
+	// the replay budget.
+	served := false
 	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		return s.lw.ListWithContext(ctx, opts)
+		list, err := s.lw.ListWithContext(ctx, opts)
+		if err == nil {
+			served = true
+		}
+		return list, err
 	})
 	p.PageSize = s.opts.ListPageSize
+	// A continue token that expired fails the replay (graded as an
+	// expiry) rather than turn into a second, unpaginated LIST of the
+	// whole collection within the same replay.
+	p.FullListIfExpired = false
 	list, _, err := p.List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return result{stage: StageList, cause: CauseError, err: err}
+		return result{stage: StageList, cause: CauseError, err: err, served: served}
 	}
 	snap, err := snapshotOfList(list)
 	if err != nil {
@@ -173,11 +215,12 @@ func (s *Stream) listThenWatch(ctx context.Context) result {
 	// Nothing of the list or the snapshot may stay reachable for the watch
 	// that follows (it lasts up to an hour): only what the handler keeps.
 	n, rv := len(snap.Objects), snap.ResourceVersion
-	if err := s.handler.Snapshot(ctx, snap); err != nil {
+	if err := s.snapshot(ctx, snap); err != nil {
 		return result{stage: StageList, cause: CauseHandler, err: err, events: n, served: true}
 	}
 	s.setCursor(rv)
-	r := s.resume(ctx, rv)
+	// The cursor is the server's own, this moment: nothing to check.
+	r := s.resumeChecked(ctx, rv, false)
 	r.events += n
 	r.served = true
 	return r
@@ -211,7 +254,9 @@ func snapshotOfList(list runtime.Object) (Snapshot, error) {
 // watch-list replay: objects are buffered until the initial-events-end
 // bookmark and then delivered as one snapshot. sctx is the session's own
 // context, whose deadline the stream set: a watch it ends is a clean close.
-func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *replayBuffer) (r result) {
+// With cursor set, a session that has delivered nothing after CursorCheck
+// has that cursor checked (see [StreamOptions.CursorCheck]).
+func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *replayBuffer, cursor string) (r result) {
 	r.stage = StageStream
 	var deadline <-chan time.Time
 	if buf != nil {
@@ -220,26 +265,39 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		defer t.Stop()
 		deadline = t.C()
 	}
-	// The session goes live on its first event or bookmark after the
-	// replay, or once it has stayed open for ShortSession after it.
+	// The session goes live once it has stayed open for ShortSession after
+	// its replay, if it had one. What it delivers before that does not
+	// make it live: behind a proxy that cuts every watch at once, an event
+	// slipping through a cut session is not health.
 	var healthy <-chan time.Time
 	var healthyTimer clock.Timer
 	armHealthy := func() {
 		healthyTimer = s.clock.NewTimer(s.opts.Policy.ShortSession)
 		healthy = healthyTimer.C()
 	}
+	var check <-chan time.Time
+	var checkTimer clock.Timer
 	defer func() {
 		if healthyTimer != nil {
 			healthyTimer.Stop()
 		}
+		if checkTimer != nil {
+			checkTimer.Stop()
+		}
+		s.live.Store(false)
 	}()
 	if buf == nil {
 		armHealthy()
 	}
-	goLive := func() {
-		if !r.live {
-			r.live, healthy = true, nil
-			s.goneLive()
+	if cursor != "" {
+		checkTimer = s.clock.NewTimer(s.opts.CursorCheck)
+		check = checkTimer.C()
+	}
+	// heard stops the cursor check: the session delivered something.
+	heard := func() {
+		if check != nil {
+			checkTimer.Stop()
+			check = nil
 		}
 	}
 	ended := func(cause Cause, err error) result {
@@ -250,11 +308,12 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		r.cause, r.err = cause, err
 		return r
 	}
+	first := true
 	done, results := ctx.Done(), w.ResultChan()
 	for {
 		var ev apiwatch.Event
 		var ok, got bool
-		if deadline == nil && healthy == nil {
+		if deadline == nil && healthy == nil && check == nil {
 			// Steady state: take a ready event without the cost of a
 			// multi-way select, after a cheap check that the owner is
 			// not done.
@@ -276,7 +335,14 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			case <-deadline:
 				return ended(CauseReplayDeadline, nil)
 			case <-healthy:
-				goLive()
+				r.live, healthy = true, nil
+				s.goneLive()
+				continue
+			case <-check:
+				check = nil
+				if err := s.cursorAhead(sctx, cursor); err != nil {
+					return ended(CauseError, err)
+				}
 				continue
 			case ev, ok = <-results:
 			}
@@ -284,6 +350,8 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		if !ok {
 			return ended(CauseClosed, nil)
 		}
+		wasFirst := first
+		first = false
 		switch ev.Type {
 		case apiwatch.Added, apiwatch.Modified, apiwatch.Deleted:
 			rv, err := resourceVersionOf(ev.Object)
@@ -295,7 +363,11 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				r.events++
 				continue
 			}
-			if err := s.handler.Event(ctx, ev); err != nil {
+			heard()
+			s.stall.enter(s)
+			err = s.handler.Event(ctx, ev)
+			s.stall.leave(s, err)
+			if err != nil {
 				return ended(CauseHandler, err)
 			}
 			r.events++
@@ -304,7 +376,6 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				// clientset stores them so) is delivered; it moves nothing.
 				s.setCursor(rv)
 			}
-			goLive()
 		case apiwatch.Bookmark:
 			rv, err := resourceVersionOf(ev.Object)
 			if err != nil || rv == "" {
@@ -313,12 +384,12 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			}
 			switch {
 			case buf == nil:
+				heard()
 				s.setCursor(rv)
-				goLive()
 			case isInitialEventsEnd(ev.Object):
 				snap := buf.snapshot(rv)
 				buf = nil
-				if err := s.handler.Snapshot(ctx, snap); err != nil {
+				if err := s.snapshot(ctx, snap); err != nil {
 					return ended(CauseHandler, err)
 				}
 				s.setCursor(rv)
@@ -328,12 +399,54 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			// Any other bookmark inside a replay says nothing about the
 			// snapshot; the cursor waits for the end.
 		case apiwatch.Error:
-			return ended(CauseError, apierrorsFromObject(ev.Object))
+			err := apierrorsFromObject(ev.Object)
+			r.refused = buf != nil && wasFirst && refusesInStream(err)
+			return ended(CauseError, err)
 		default:
 			// An event type this client does not know: skipped, as the
 			// reflector does.
 		}
 	}
+}
+
+// snapshot delivers snap to the handler, watched for a stall.
+func (s *Stream) snapshot(ctx context.Context, snap Snapshot) error {
+	s.stall.enter(s)
+	err := s.handler.Snapshot(ctx, snap)
+	s.stall.leave(s, err)
+	return err
+}
+
+// ErrCursorAhead: the server has not reached the stream's cursor: its
+// storage was restored without a revision bump, the cluster was rebuilt
+// behind the same address, or the cursor came from another cluster. It
+// ends a session with [ClassExpired] and [ReasonResourceVersionTooLarge],
+// and the stream replays. Match it with errors.Is.
+var ErrCursorAhead = errors.New("the server has not reached the stream's cursor")
+
+// cursorAhead asks the server, with one LIST of at most one object, for
+// its resourceVersion, and returns an error wrapping ErrCursorAhead if it
+// is behind cursor. It returns nil when the server has reached the cursor
+// and when it cannot tell: the LIST failed, or either resourceVersion is
+// not a number (some aggregated API servers).
+func (s *Stream) cursorAhead(ctx context.Context, cursor string) error {
+	want, err := strconv.ParseUint(cursor, 10, 64)
+	if err != nil {
+		return nil
+	}
+	list, err := s.lw.ListWithContext(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil || list == nil {
+		return nil
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil
+	}
+	have, err := strconv.ParseUint(lm.GetResourceVersion(), 10, 64)
+	if err != nil || have >= want {
+		return nil
+	}
+	return fmt.Errorf("%w: the server is at resourceVersion %d, the cursor at %d", ErrCursorAhead, have, want)
 }
 
 // apierrorsFromObject turns an ERROR event's object into an error; a Status

@@ -66,6 +66,9 @@ const (
 	ReasonProgressDeadlineExceeded Reason = "ProgressDeadlineExceeded"
 	// ReasonHandlerFailed: the consumer's [Handler] returned an error.
 	ReasonHandlerFailed Reason = "HandlerFailed"
+	// ReasonHandlerStalled: a call of the consumer's [Handler] has not
+	// returned for longer than [Policy.TransientGrace], while events wait.
+	ReasonHandlerStalled Reason = "HandlerStalled"
 	// ReasonBadEvent: the server sent an event the stream cannot use (no
 	// object, no resourceVersion, an unknown type).
 	ReasonBadEvent Reason = "BadEvent"

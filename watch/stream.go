@@ -31,6 +31,9 @@ var (
 	ErrNoResource = errors.New("watchgrade/watch: options name no Resource")
 	// ErrAlreadyRunning: Run was called on a stream that is running.
 	ErrAlreadyRunning = errors.New("watchgrade/watch: stream is already running")
+	// ErrInvalidOptions: options or a Policy whose values cannot all be
+	// honoured (see [Policy.Validate] and [NewStream]).
+	ErrInvalidOptions = errors.New("watchgrade/watch: invalid options")
 )
 
 // Handler consumes a stream. A stream calls it from the goroutine that
@@ -117,11 +120,25 @@ type StreamOptions struct {
 	// (timeoutSeconds), as client-go's reflector does with 5 minutes; the
 	// stream itself ends a session a minute past it, so a connection that
 	// died without a word cannot hold a session open. Short timeouts make
-	// routine closes frequent, which is how a demo shows them. Defaults to
+	// routine closes frequent, which is how a demo shows them; [NewStream]
+	// refuses one shorter than twice Policy.ShortSession, since sessions
+	// that end before they can go live are graded as flapping. Defaults to
 	// 0: no timeoutSeconds is sent, the server's own timeout applies (30–60
 	// minutes by default), and the stream ends a session that outlives 2
 	// hours.
 	WatchTimeout time.Duration
+	// CursorCheck is how long a session resumed from a cursor may deliver
+	// nothing, no event and no bookmark, before the stream asks the server,
+	// with one LIST of at most one object, whether it has reached the
+	// cursor. A kube-apiserver answers a watch from a resourceVersion it
+	// has not reached with silence, not an error: after an etcd restore
+	// without a revision bump, a cluster rebuilt behind the same address,
+	// or a Cursor persisted from another cluster, the watch drops every
+	// event at or below the cursor. A server behind the cursor makes the
+	// stream replay (reason ResourceVersionTooLarge). At most one check per
+	// session, and none in a session that delivers anything first. A
+	// negative value turns the check off. Defaults to 10s.
+	CursorCheck time.Duration
 	// ListPageSize is the page size of a LIST+WATCH replay. Defaults to
 	// 500, as client-go's pager. Every page is a round trip, and what a
 	// page costs the apiserver grows with the collection: against
@@ -146,6 +163,7 @@ const (
 	DefaultMaxBackoff     = time.Minute
 	DefaultReplayTimeout  = 2 * time.Minute
 	DefaultListPageSize   = 500
+	DefaultCursorCheck    = 10 * time.Second
 )
 
 func (o StreamOptions) withDefaults() StreamOptions {
@@ -174,6 +192,9 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	if o.WatchTimeout < 0 {
 		o.WatchTimeout = 0
 	}
+	if o.CursorCheck == 0 {
+		o.CursorCheck = DefaultCursorCheck
+	}
 	if o.Cursor == "0" {
 		o.Cursor = ""
 	}
@@ -201,6 +222,9 @@ type Stream struct {
 	clock   clock.Clock
 	running atomic.Bool
 	esc     escalator
+	// live is true while the current session is live.
+	live  atomic.Bool
+	stall stallWatch
 
 	// Owned by the goroutine in Run.
 	backoff backoff.Backoff
@@ -231,7 +255,9 @@ type Stream struct {
 // so the stream lists rather than ask the fake for a watch-list it
 // ignores (it notices the fake's watch either way). It returns an error
 // wrapping ErrNilListerWatcher, ErrNilHandler or ErrNoResource when those
-// are missing.
+// are missing, and ErrInvalidOptions when the Policy is refused by
+// [Policy.Validate] or WatchTimeout is shorter than twice the Policy's
+// ShortSession.
 func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, error) {
 	if lw == nil {
 		return nil, fmt.Errorf("NewStream: %w", ErrNilListerWatcher)
@@ -242,7 +268,13 @@ func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, 
 	if opts.Resource.Resource == "" {
 		return nil, fmt.Errorf("NewStream: %w", ErrNoResource)
 	}
+	if err := opts.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("NewStream: %w", err)
+	}
 	opts = opts.withDefaults()
+	if w, short := opts.WatchTimeout, opts.Policy.ShortSession; w > 0 && w < 2*short {
+		return nil, fmt.Errorf("NewStream: %w: WatchTimeout %s is shorter than twice ShortSession %s: no session could go live", ErrInvalidOptions, w, short)
+	}
 	s := &Stream{
 		lw:           cache.ToListerWatcherWithContext(lw),
 		handler:      h,
@@ -296,8 +328,13 @@ func (s *Stream) Run(ctx context.Context) error {
 	}
 	defer s.running.Store(false)
 	defer s.esc.stop()
+	s.stall.start()
+	defer s.stall.stop()
 
 	s.esc.now(startingState)
+	// Until a session ends there is no ending to grade: what the stream
+	// publishes if its first session never goes live.
+	s.esc.verdict(Verdict{Escalations: startEscalations(s.opts.Policy, s.Cursor() != "")}, nil)
 	hist := newHistory(s.clock.Now())
 	if s.Cursor() == "" && !s.waitReplay(ctx, 0) {
 		return nil
@@ -432,9 +469,11 @@ func sameState(a, b State) bool {
 
 var streamingState = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the stream is delivering live events"}
 
-// goneLive is called once per session, when it goes live: it cancels any
-// escalation and publishes Streaming unless that is the state already.
+// goneLive is called once per session, when it goes live, and when a
+// stalled handler returns: it cancels any escalation and publishes
+// Streaming unless that is the state already.
 func (s *Stream) goneLive() {
+	s.live.Store(true)
 	s.esc.live(streamingState, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()

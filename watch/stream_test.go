@@ -129,11 +129,16 @@ func run(t *testing.T, s *Stream) (stop func()) {
 }
 
 // newTestStream builds a stream whose backoff always waits its full cap, so
-// that virtual times in tests are exact.
+// that virtual times in tests are exact. Scripted ListerWatchers answer
+// a List with the next script, whatever its options: unless a test sets
+// CursorCheck, the stream does not check its cursor.
 func newTestStream(t *testing.T, lw cache.ListerWatcher, rec *recorder, opts StreamOptions) *Stream {
 	t.Helper()
 	opts.Resource = configmaps
 	opts.Observer = rec
+	if opts.CursorCheck == 0 {
+		opts.CursorCheck = -1
+	}
 	s, err := NewStream(lw, rec, opts)
 	if err != nil {
 		t.Fatalf("NewStream() = %v", err)
@@ -193,9 +198,9 @@ func TestStreamResumesFromCursorAfterRoutineClose(t *testing.T) {
 			watchtest.Session{Events: []apiwatch.Event{
 				watchtest.Added(cm("a", "2")), watchtest.Added(cm("b", "3")), watchtest.InitialEventsEnd("4"),
 				watchtest.Modified(cm("a", "5")),
-			}},
-			watchtest.Session{Events: []apiwatch.Event{watchtest.Bookmark("9")}},
-			watchtest.Session{Events: []apiwatch.Event{watchtest.Deleted(cm("b", "10"))}},
+			}, Lasts: time.Minute},
+			watchtest.Session{Events: []apiwatch.Event{watchtest.Bookmark("9")}, Lasts: time.Minute},
+			watchtest.Session{Events: []apiwatch.Event{watchtest.Deleted(cm("b", "10"))}, Lasts: time.Minute},
 		)
 		rec := &recorder{}
 		s := newTestStream(t, lw, rec, StreamOptions{})
@@ -210,7 +215,7 @@ func TestStreamResumesFromCursorAfterRoutineClose(t *testing.T) {
 			"state Starting/Starting human=false",
 			"state Replaying/InitialSync human=false",
 			"snapshot [a b]@4",
-			// Live on its first event after the replay.
+			// Live once open for ShortSession after the replay.
 			"MODIFIED a@5",
 			"state Streaming/Watching human=false",
 			"end closed Stream",
@@ -273,7 +278,7 @@ func TestStreamExpiryReplaysAndSnapshotOmitsDeletes(t *testing.T) {
 					watchtest.Session{Events: []apiwatch.Event{
 						watchtest.Added(cm("a", "2")), watchtest.Added(cm("b", "3")), watchtest.InitialEventsEnd("3"),
 						watchtest.Bookmark("4"),
-					}},
+					}, Lasts: time.Minute},
 					tt.expired,
 					// b was deleted while the cursor was expired.
 					watchtest.Session{Hang: true, Events: []apiwatch.Event{
@@ -330,8 +335,9 @@ func TestStreamReplayGraceCoversSlowSnapshotHandler(t *testing.T) {
 		stop := run(t, s)
 		settle()
 		stop()
-		// Live ShortSession after the snapshot: the handler returned at 15s.
-		want := []string{"0s Starting/Starting", "0s Streaming/Watching", "10s Replaying/ExpiredResourceVersion", "16s Streaming/Watching"}
+		// The first session expired before it went live. Live
+		// ShortSession after the snapshot: the handler returned at 15s.
+		want := []string{"0s Starting/Starting", "10s Replaying/ExpiredResourceVersion", "16s Streaming/Watching"}
 		if diff := cmp.Diff(want, states); diff != "" {
 			t.Errorf("states mismatch (-want +got):\n%s", diff)
 		}
@@ -388,12 +394,12 @@ func TestStreamSlowReplayAfterExpiryPublishesReplaying(t *testing.T) {
 		for _, st := range rec.states {
 			got = append(got, fmt.Sprintf("%s/%s", st.Phase, st.Reason))
 		}
-		want := []string{"Starting/Starting", "Streaming/Watching", "Replaying/ExpiredResourceVersion", "Blocked/ReplayTimedOut", "Streaming/Watching"}
+		want := []string{"Starting/Starting", "Replaying/ExpiredResourceVersion", "Blocked/ReplayTimedOut", "Streaming/Watching"}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("states mismatch (-want +got):\n%s", diff)
 		}
-		if len(publishedAt) > 2 && publishedAt[2] != DefaultReplayGrace {
-			t.Errorf("Replaying published at %v, want at the %v grace", publishedAt[2], DefaultReplayGrace)
+		if len(publishedAt) > 1 && publishedAt[1] != DefaultReplayGrace {
+			t.Errorf("Replaying published at %v, want at the %v grace", publishedAt[1], DefaultReplayGrace)
 		}
 		if calls := at(); len(calls) != 4 {
 			t.Errorf("calls at %v, want watch, watch-list, list, watch", calls)
@@ -468,11 +474,13 @@ func TestStreamRedeliversAfterHandlerError(t *testing.T) {
 			"state Replaying/InitialSync human=false",
 			"snapshot []@1",
 			"ADDED a@2",
-			"state Streaming/Watching human=false",
 			"ADDED b@3 failed",
 			"end error Stream",
 			"ADDED b@3",
 			"ADDED c@4",
+			// Live once the session that redelivered has been open for
+			// ShortSession.
+			"state Streaming/Watching human=false",
 			"end teardown Stream",
 		}
 		if diff := cmp.Diff(want, rec.Log()); diff != "" {
@@ -602,7 +610,7 @@ func TestStreamFlapping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		empty := watchtest.Session{}
 		lw := watchtest.New(
-			watchtest.Session{Events: []apiwatch.Event{watchtest.InitialEventsEnd("5"), watchtest.Modified(cm("a", "6"))}},
+			watchtest.Session{Events: []apiwatch.Event{watchtest.InitialEventsEnd("5"), watchtest.Modified(cm("a", "6"))}, Lasts: time.Minute},
 			empty, empty, empty, empty,
 			watchtest.Session{Hang: true, Events: []apiwatch.Event{watchtest.InitialEventsEnd("9")}},
 		)
@@ -611,7 +619,8 @@ func TestStreamFlapping(t *testing.T) {
 		stop := run(t, s)
 		settle()
 		stop()
-		// The first session went live (an event after its replay); then: a
+		// The first session went live (open for ShortSession after its
+		// replay); then: a
 		// short close (resume at once), a second (replay), a replay closing
 		// empty (Flapping), another, and a replay that works.
 		wantCalls := []string{"watch-list", "watch from 6", "watch from 6", "watch-list", "watch-list", "watch-list"}

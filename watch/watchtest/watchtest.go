@@ -76,6 +76,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -97,6 +98,12 @@ type Session struct {
 	// stopped, like a quiet healthy session. Otherwise the result channel
 	// closes after the last event, like the server's timeout.
 	Hang bool
+	// Lasts, when positive and Hang is not set, keeps the session open for
+	// that long after it opened before it closes (timed by package time,
+	// which is virtual inside a testing/synctest bubble). A session must
+	// stay open for Policy.ShortSession to go live: one that closes at once
+	// is graded as a short close, whatever it delivered.
+	Lasts time.Duration
 }
 
 // List scripts one List call.
@@ -250,6 +257,7 @@ type fakeWatch struct {
 	stop      chan struct{}
 	stopOnce  sync.Once
 	closeOnce sync.Once
+	timer     *time.Timer
 }
 
 func newFakeWatch(s Session) *fakeWatch {
@@ -257,7 +265,11 @@ func newFakeWatch(s Session) *fakeWatch {
 	for _, ev := range s.Events {
 		w.result <- ev
 	}
-	if !s.Hang {
+	switch {
+	case s.Hang:
+	case s.Lasts > 0:
+		w.timer = time.AfterFunc(s.Lasts, w.closeResult)
+	default:
 		w.closeResult()
 	}
 	return w
@@ -271,6 +283,9 @@ func (w *fakeWatch) closeResult() { w.closeOnce.Do(func() { close(w.result) }) }
 func (w *fakeWatch) Stop() {
 	w.stopOnce.Do(func() {
 		close(w.stop)
+		if w.timer != nil {
+			w.timer.Stop()
+		}
 		w.closeResult()
 	})
 }

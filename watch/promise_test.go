@@ -1,0 +1,686 @@
+package watch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+	"github.com/watchgrade/watchgrade/watch/watchtest"
+)
+
+// The tests in this file each hold a case where a stream broke the promise
+// (Ready=True means no data is being lost; a Warning means a human must
+// act) next to the cases its earlier tests covered. Each failed before the
+// change it names.
+
+// writer writes to srv every interval until stop is called: creates,
+// updates and deletes of eight names.
+func writer(srv *watchtest.Server, interval time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		names := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(interval):
+			}
+			name := names[(i*5)%len(names)]
+			cm := watchtest.ConfigMap(name, "")
+			if _, err := srv.Update(cm); err != nil {
+				_, _ = srv.Create(cm)
+			} else if i%7 == 0 {
+				_ = srv.Delete(cm.Namespace, name)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// cursorChecks counts the LISTs of one object a stream makes to check its
+// cursor.
+func cursorChecks(reqs []watchtest.Request) int {
+	n := 0
+	for _, r := range reqs {
+		if r.Kind == watchtest.CallList && r.Options.Limit == 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// A real kube-apiserver answers a watch from a resourceVersion it has not
+// reached with silence: every event and bookmark at or below it is
+// dropped. A stream whose cursor was ahead (a cursor persisted from
+// another cluster, an etcd restored without a revision bump) went live
+// after ShortSession and stayed Streaming while its consumer got nothing.
+func TestStreamCursorAheadOfServerReplays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, watchtest.ServerOptions{}, "a", "b")
+		p := newProbe()
+		s := newStream(t, srv, p, wgwatch.StreamOptions{Cursor: "5000"})
+		stop := runStream(t, s)
+		stopWrites := writer(srv, 3*time.Second)
+		time.Sleep(wgwatch.DefaultCursorCheck + time.Second)
+		synctest.Wait()
+		if diff := cmp.Diff(viewOfObjects(srv.Objects()), p.viewOf()); diff != "" {
+			t.Errorf("view at %v, past CursorCheck (-server +consumer):\n%s", wgwatch.DefaultCursorCheck+time.Second, diff)
+		}
+		time.Sleep(20 * time.Minute)
+		stopWrites()
+		synctest.Wait()
+		stop()
+		if diff := cmp.Diff(viewOfObjects(srv.Objects()), p.viewOf()); diff != "" {
+			t.Errorf("view after 20 minutes of writes (-server +consumer):\n%s", diff)
+		}
+		var expired int
+		for _, e := range p.counts().endings {
+			if errors.Is(e.v.Err, wgwatch.ErrCursorAhead) {
+				expired++
+				if e.v.Verdict.Outcome != wgwatch.OutcomeExpired || e.v.Verdict.Next != wgwatch.NextReplay {
+					t.Errorf("cursor ahead graded %s/%s, want expired/Replay", e.v.Verdict.Outcome, e.v.Verdict.Next)
+				}
+			}
+		}
+		if expired != 1 {
+			t.Errorf("%d endings for a cursor ahead, want 1", expired)
+		}
+		// The writes came every 3 s: after the replay, no session was
+		// silent for CursorCheck, and none was checked.
+		if n := cursorChecks(srv.Requests()); n != 1 {
+			t.Errorf("%d cursor checks, want the 1 that found the cursor ahead", n)
+		}
+	})
+}
+
+// The check costs one LIST of one object per session that delivers
+// nothing for CursorCheck, none in a session that hears anything first,
+// and none at all when turned off.
+func TestStreamCursorCheckCost(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		writeEvery  time.Duration // 0: none
+		check       time.Duration
+		wantChecks  int
+		minSessions int
+	}{
+		// A quiet collection, sessions of 30–60 minutes: one check each.
+		{"quiet", 0, 0, -1, 3},
+		{"busy", 5 * time.Second, 0, 0, 3},
+		{"turned off", 0, -1, 0, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newServer(t, watchtest.ServerOptions{}, "a")
+				p := newProbe()
+				stop := runStream(t, newStream(t, srv, p, wgwatch.StreamOptions{CursorCheck: tt.check}))
+				stopWrites := func() {}
+				if tt.writeEvery > 0 {
+					stopWrites = writer(srv, tt.writeEvery)
+				}
+				time.Sleep(3 * time.Hour)
+				stopWrites()
+				stop()
+				reqs := srv.Requests()
+				resumes := 0
+				for _, r := range reqs {
+					if r.Kind == watchtest.CallWatch && r.Options.SendInitialEvents == nil {
+						resumes++
+					}
+				}
+				if resumes < tt.minSessions {
+					t.Fatalf("%d resumed sessions in 3 hours, want at least %d", resumes, tt.minSessions)
+				}
+				want := tt.wantChecks
+				if want < 0 {
+					want = resumes
+				}
+				if got := cursorChecks(reqs); got != want {
+					t.Errorf("%d cursor checks over %d resumed sessions, want %d", got, resumes, want)
+				}
+				if st := s0(p); st.Phase != wgwatch.PhaseStreaming {
+					t.Errorf("state = %s/%s, want Streaming", st.Phase, st.Reason)
+				}
+			})
+		})
+	}
+}
+
+// s0 is the last state p heard.
+func s0(p *probe) wgwatch.State {
+	c := p.counts()
+	if len(c.states) == 0 {
+		return wgwatch.State{}
+	}
+	return c.states[len(c.states)-1].v
+}
+
+// A watch-list the server accepts (HTTP 200) and then refuses with an
+// ERROR event (a 500 when etcd lacks watch-progress support; a too large
+// resourceVersion while the watch cache lags) used to be retried as a
+// transient failure for ever, with no snapshot, where an informer lists
+// at once. A 429 is waited out, as the reflector does.
+func TestStreamWatchListRefusedInStreamLists(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		err      error
+		wantList bool
+	}{
+		{"storage without watch progress", apierrors.NewInternalError(errors.New("a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled")), true},
+		{"watch cache lagging", watchtest.TooLargeResourceVersion(), true},
+		{"too many requests", watchtest.TooManyRequests(1), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lw := watchtest.New(
+					watchtest.Session{Events: []apiwatch.Event{watchtest.ErrorEvent(tt.err)}},
+					watchtest.Session{Hang: true, Events: []apiwatch.Event{watchtest.Added(watchtest.ConfigMap("a", "3")), watchtest.InitialEventsEnd("4")}},
+				)
+				lw.AddLists(watchtest.List{ResourceVersion: "4", Objects: []runtime.Object{watchtest.ConfigMap("a", "3")}})
+				p := newProbe()
+				stop := runStream(t, newStream(t, lw, p, wgwatch.StreamOptions{CursorCheck: -1}))
+				time.Sleep(time.Minute)
+				stop()
+				calls := watchCallsOf(lw)
+				want := []string{"watch-list", "watch-list"}
+				if tt.wantList {
+					want = []string{"watch-list", "list", "watch from 4"}
+				}
+				if diff := cmp.Diff(want, calls); diff != "" {
+					t.Errorf("calls (-want +got):\n%s", diff)
+				}
+				c := p.counts()
+				if c.snapshots != 1 {
+					t.Errorf("%d snapshots, want 1", c.snapshots)
+				}
+				for _, e := range c.endings {
+					if tt.wantList && e.v.Verdict.Outcome != wgwatch.OutcomeTeardown {
+						t.Errorf("session ending %s %s reported, want the refusal to be routine", e.v.Stage, e.v.Verdict.Outcome)
+					}
+				}
+				if st := s0(p); st.Phase != wgwatch.PhaseStreaming {
+					t.Errorf("state = %s/%s, want Streaming", st.Phase, st.Reason)
+				}
+			})
+		})
+	}
+}
+
+// watchCallsOf is watchCalls of the external test package.
+func watchCallsOf(lw *watchtest.ListerWatcher) []string {
+	var out []string
+	for _, c := range lw.Calls() {
+		switch {
+		case c.Kind == watchtest.CallList:
+			out = append(out, "list")
+		case c.Options.SendInitialEvents != nil && *c.Options.SendInitialEvents:
+			out = append(out, "watch-list")
+		default:
+			out = append(out, "watch from "+c.Options.ResourceVersion)
+		}
+	}
+	return out
+}
+
+// An informer's reflector lists after a watch-list refused by an ERROR
+// event: Instrument used to report it as an error ending.
+func TestInstrumentWatchListRefusedInStreamIsRoutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		refusal := apierrors.NewInternalError(errors.New("a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled"))
+		lw := watchtest.New(
+			watchtest.Session{Events: []apiwatch.Event{watchtest.ErrorEvent(refusal)}},
+			watchtest.Session{Hang: true},
+		)
+		lw.AddLists(watchtest.List{ResourceVersion: "4", Objects: []runtime.Object{watchtest.ConfigMap("a", "3")}})
+		p := newProbe()
+		stop, store := runInformer(t, lw, p)
+		time.Sleep(time.Minute)
+		n := len(store.List())
+		stop()
+		if n != 1 {
+			t.Errorf("informer holds %d objects, want 1", n)
+		}
+		for _, e := range p.counts().endings {
+			if e.v.Verdict.Outcome == wgwatch.OutcomeError {
+				t.Errorf("Instrument reported %s error ending %v, want the reflector's fallback to be routine", e.v.Stage, e.v.Err)
+			}
+		}
+		if st := s0(p); st.Phase != wgwatch.PhaseStreaming {
+			t.Errorf("state = %s/%s, want Streaming", st.Phase, st.Reason)
+		}
+	})
+}
+
+// pagedFailure serves LISTs whose first page answers and whose second
+// page fails: deep pages timing out, an apiserver restarting mid-list.
+type pagedFailure struct {
+	firstPages atomic.Int64
+}
+
+func (f *pagedFailure) lw() cache.ListerWatcher {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			if o.Continue != "" {
+				return nil, apierrors.NewTimeoutError("request did not complete within the allowed duration", 0)
+			}
+			f.firstPages.Add(1)
+			return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "10", Continue: "next"},
+				Items: []corev1.ConfigMap{*watchtest.ConfigMap("a", "3")}}, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (apiwatch.Interface, error) {
+			return nil, apierrors.NewBadRequest("not used")
+		},
+	}
+}
+
+// A paginated LIST that fails on a later page has cost the server its
+// first pages; only completed LISTs used to be charged to the replay
+// budget, and such a stream relisted from page 1 after every plain
+// backoff: 119–144 first pages an hour against the bound of 63.
+func TestStreamReplayBudgetChargesFailedPages(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &pagedFailure{}
+		p := newProbe()
+		stop := runStream(t, newStream(t, f.lw(), p, wgwatch.StreamOptions{DisableWatchList: true}))
+		time.Sleep(time.Hour)
+		stop()
+		if n, bound := f.firstPages.Load(), replayBound(time.Hour); n > int64(bound) {
+			t.Errorf("%d first pages in an hour, want at most the bound %d", n, bound)
+		}
+	})
+}
+
+// Instrument's trouble clock used to start at Instrument(): an informer
+// built in main and run after ten minutes on standby (leader election)
+// turned its first routine 503 into ProgressDeadlineExceeded.
+func TestInstrumentClockStartsWithTheInformer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, watchtest.ServerOptions{}, "a")
+		p := newProbe()
+		ilw, err := wgwatch.Instrument(srv, wgwatch.InstrumentOptions{Resource: configmaps, Observer: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inf := cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{})
+		time.Sleep(10 * time.Minute) // on standby
+		srv.SetFaults(watchtest.Faults{Err: watchtest.ServiceUnavailable()})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { inf.RunWithContext(ctx); close(done) }()
+		time.Sleep(2 * time.Second)
+		srv.SetFaults(watchtest.Faults{})
+		time.Sleep(time.Minute)
+		cancel()
+		<-done
+		if at := p.firstNeedsHuman(); at >= 0 {
+			t.Errorf("NeedsHuman at %v for one routine 503 on the first list:%s", at, p.stateLog())
+		}
+		if st := s0(p); st.Phase != wgwatch.PhaseStreaming {
+			t.Errorf("state = %s/%s, want Streaming:%s", st.Phase, st.Reason, p.stateLog())
+		}
+	})
+}
+
+// blockingHandler is a Handler whose calls block while stuck is set.
+type blockingHandler struct {
+	*probe
+	mu    sync.Mutex
+	stuck chan struct{} // closed to release; nil when not stuck
+	on    string        // "snapshot", "event" or "" (any)
+}
+
+func (h *blockingHandler) wait(call string) {
+	h.mu.Lock()
+	ch := h.stuck
+	on := h.on
+	h.mu.Unlock()
+	if ch != nil && (on == "" || on == call) {
+		<-ch
+	}
+}
+
+func (h *blockingHandler) stick(on string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stuck, h.on = make(chan struct{}), on
+}
+
+func (h *blockingHandler) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stuck != nil {
+		close(h.stuck)
+		h.stuck = nil
+	}
+}
+
+func (h *blockingHandler) Snapshot(ctx context.Context, snap wgwatch.Snapshot) error {
+	h.wait("snapshot")
+	return h.probe.Snapshot(ctx, snap)
+}
+
+func (h *blockingHandler) Event(ctx context.Context, ev apiwatch.Event) error {
+	h.wait("event")
+	return h.probe.Event(ctx, ev)
+}
+
+// Until a first session ends there was nothing to grade, and nothing
+// escalated: a first replay whose Snapshot hangs stayed Replaying for
+// ever, a first resume stuck on its first event stayed Starting, an
+// informer whose first LIST hangs stayed Replaying. The same stalls after
+// an expiry need a human at the deadline.
+func TestFirstSessionStallEscalates(t *testing.T) {
+	deadline := wgwatch.DefaultProgressDeadline
+	for _, tt := range []struct {
+		name   string
+		cursor string
+		on     string
+		// wantAt: the states published at these times from the start.
+		want []string
+	}{
+		{"replay whose snapshot hangs", "", "snapshot", []string{
+			"0s Starting/Starting", "0s Replaying/InitialSync", fmt.Sprintf("%v Blocked/ProgressDeadlineExceeded human", deadline)}},
+		{"resume stuck on its first event", "2", "event", []string{
+			"0s Starting/Starting", "30s Blocked/NoLiveSession", fmt.Sprintf("%v Blocked/ProgressDeadlineExceeded human", deadline)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newServer(t, watchtest.ServerOptions{}, "a", "b")
+				_, _ = srv.Update(watchtest.ConfigMap("a", "")) // an event after rv 2
+				h := &blockingHandler{probe: newProbe()}
+				h.stick(tt.on)
+				s, err := wgwatch.NewStream(srv, h, wgwatch.StreamOptions{Resource: configmaps, Observer: h.probe, Cursor: tt.cursor})
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop := runStream(t, s)
+				time.Sleep(deadline + time.Minute)
+				h.release()
+				time.Sleep(time.Minute)
+				stop()
+				var got []string
+				for _, st := range h.counts().states {
+					if st.at >= deadline+time.Minute {
+						break
+					}
+					line := fmt.Sprintf("%v %s/%s", st.at, st.v.Phase, st.v.Reason)
+					if st.v.NeedsHuman {
+						line += " human"
+					}
+					got = append(got, line)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("states (-want +got):\n%s", diff)
+				}
+				if st := s0(h.probe); st.Phase != wgwatch.PhaseStreaming {
+					t.Errorf("state after the handler returned = %s/%s, want Streaming", st.Phase, st.Reason)
+				}
+			})
+		})
+	}
+	t.Run("informer whose first list hangs", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			release := make(chan struct{})
+			lw := &cache.ListWatch{
+				ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
+					return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+				},
+				WatchFuncWithContext: func(context.Context, metav1.ListOptions) (apiwatch.Interface, error) {
+					return apiwatch.NewFake(), nil
+				},
+			}
+			p := newProbe()
+			stop, _ := runInformer(t, watchListOff{lw}, p)
+			time.Sleep(deadline + time.Second)
+			st := s0(p)
+			close(release)
+			stop()
+			if !st.NeedsHuman || st.Reason != wgwatch.ReasonProgressDeadlineExceeded {
+				t.Errorf("state past the deadline = %s/%s human=%v, want ProgressDeadlineExceeded:%s", st.Phase, st.Reason, st.NeedsHuman, p.stateLog())
+			}
+		})
+	})
+}
+
+// watchListOff is a ListerWatcher whose client cannot do a watch-list, so
+// an informer lists.
+type watchListOff struct{ cache.ListerWatcherWithContext }
+
+func (watchListOff) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (w watchListOff) List(o metav1.ListOptions) (runtime.Object, error) {
+	return w.ListWithContext(context.Background(), o)
+}
+
+func (w watchListOff) Watch(o metav1.ListOptions) (apiwatch.Interface, error) {
+	return w.WatchWithContext(context.Background(), o)
+}
+
+// A handler stuck inside a live session used to leave the stream
+// Streaming for as long as it hung, while the server's events waited
+// unread. It is Blocked within TransientGrace (and a sixth of it), needs a
+// human at ProgressDeadline, and is Streaming again once the call returns.
+// A handler that is slow, but never stuck that long, is not a stall.
+func TestStreamHandlerStuckInLiveSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, watchtest.ServerOptions{}, "a")
+		h := &blockingHandler{probe: newProbe()}
+		s, err := wgwatch.NewStream(srv, h, wgwatch.StreamOptions{Resource: configmaps, Observer: h.probe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runStream(t, s)
+		time.Sleep(time.Minute)
+		h.stick("event")
+		_, _ = srv.Update(watchtest.ConfigMap("a", ""))
+		stuckAt := time.Since(h.start)
+		time.Sleep(wgwatch.DefaultProgressDeadline + time.Minute)
+		h.release()
+		time.Sleep(time.Minute)
+		stop()
+		step := wgwatch.DefaultTransientGrace / 6
+		var blockedAt, humanAt, backAt time.Duration = -1, -1, -1
+		for _, st := range h.counts().states {
+			switch {
+			case st.v.Reason == wgwatch.ReasonHandlerStalled && blockedAt < 0:
+				blockedAt = st.at
+			case st.v.NeedsHuman && humanAt < 0:
+				humanAt = st.at
+			case st.v.Phase == wgwatch.PhaseStreaming && humanAt >= 0 && backAt < 0:
+				backAt = st.at
+			}
+		}
+		if blockedAt < 0 || blockedAt-stuckAt < wgwatch.DefaultTransientGrace || blockedAt-stuckAt > wgwatch.DefaultTransientGrace+step {
+			t.Errorf("HandlerStalled published %v after the handler stuck, want within [%v, %v]:%s", blockedAt-stuckAt, wgwatch.DefaultTransientGrace, wgwatch.DefaultTransientGrace+step, h.stateLog())
+		}
+		if humanAt < 0 || humanAt-stuckAt < wgwatch.DefaultProgressDeadline || humanAt-stuckAt > wgwatch.DefaultProgressDeadline+step {
+			t.Errorf("NeedsHuman published %v after the handler stuck, want within [%v, %v]", humanAt-stuckAt, wgwatch.DefaultProgressDeadline, wgwatch.DefaultProgressDeadline+step)
+		}
+		if want := stuckAt + wgwatch.DefaultProgressDeadline + time.Minute; backAt != want {
+			t.Errorf("Streaming again at %v, want at %v when the handler returned", backAt, want)
+		}
+	})
+}
+
+// slowHandler is a probe whose every call takes delay.
+type slowHandler struct {
+	*probe
+	delay time.Duration
+}
+
+func (h *slowHandler) Snapshot(ctx context.Context, snap wgwatch.Snapshot) error {
+	time.Sleep(h.delay)
+	return h.probe.Snapshot(ctx, snap)
+}
+
+func (h *slowHandler) Event(ctx context.Context, ev apiwatch.Event) error {
+	time.Sleep(h.delay)
+	return h.probe.Event(ctx, ev)
+}
+
+// A handler that takes its time over every call, but never TransientGrace
+// on one, is slow, not stalled: the stream stays Streaming.
+func TestStreamSlowHandlerIsNotStalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, watchtest.ServerOptions{}, "a")
+		h := &slowHandler{probe: newProbe(), delay: 5 * time.Second}
+		s, err := wgwatch.NewStream(srv, h, wgwatch.StreamOptions{Resource: configmaps, Observer: h.probe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runStream(t, s)
+		time.Sleep(time.Minute)
+		for i := range 40 {
+			_, _ = srv.Create(watchtest.ConfigMap(fmt.Sprint("burst", i), ""))
+		}
+		time.Sleep(10 * time.Minute)
+		stop()
+		if n := h.published(wgwatch.PhaseBlocked); n != 0 {
+			t.Errorf("Blocked published %d times for a slow handler:%s", n, h.stateLog())
+		}
+		if diff := cmp.Diff(viewOfObjects(srv.Objects()), h.viewOf()); diff != "" {
+			t.Errorf("view (-server +consumer):\n%s", diff)
+		}
+	})
+}
+
+// Thresholds that cannot all be honoured are refused, not published out
+// of order: a ProgressDeadline shorter than TransientGrace was published
+// when TransientGrace fired.
+func TestPolicyValidate(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		p     wgwatch.Policy
+		valid bool
+	}{
+		{"defaults", wgwatch.Policy{}, true},
+		{"deadline shorter than transient grace", wgwatch.Policy{ProgressDeadline: 20 * time.Second}, false},
+		{"deadline equal to transient grace", wgwatch.Policy{ProgressDeadline: 30 * time.Second}, true},
+		{"short session as long as transient grace", wgwatch.Policy{ShortSession: 30 * time.Second}, false},
+		{"both wrong", wgwatch.Policy{TransientGrace: 10 * time.Minute, ProgressDeadline: 5 * time.Minute, ShortSession: 20 * time.Minute}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.p.Validate()
+			if (err == nil) != tt.valid || (err != nil && !errors.Is(err, wgwatch.ErrInvalidOptions)) {
+				t.Errorf("Validate() = %v, want valid=%v", err, tt.valid)
+			}
+			_, serr := wgwatch.NewStream(watchtest.New(), wgwatch.HandlerFuncs{}, wgwatch.StreamOptions{Resource: configmaps, Policy: tt.p})
+			_, ierr := wgwatch.Instrument(watchtest.New(), wgwatch.InstrumentOptions{Resource: configmaps, Policy: tt.p})
+			for _, e := range []error{serr, ierr} {
+				if (e == nil) != tt.valid || (e != nil && !errors.Is(e, wgwatch.ErrInvalidOptions)) {
+					t.Errorf("constructor error = %v, want valid=%v", e, tt.valid)
+				}
+			}
+		})
+	}
+}
+
+// Grade cannot fail: with a ProgressDeadline shorter than TransientGrace
+// its escalations stay in order, the deadline last.
+func TestGradeKeepsEscalationsInOrder(t *testing.T) {
+	v := wgwatch.Grade(wgwatch.Ending{Stage: wgwatch.StageOpen, Cause: wgwatch.CauseError, Err: watchtest.ServiceUnavailable()},
+		wgwatch.Policy{ProgressDeadline: 20 * time.Second})
+	var afters []time.Duration
+	for _, e := range v.Escalations {
+		afters = append(afters, e.After)
+	}
+	if len(afters) == 0 || !v.Escalations[len(afters)-1].State.NeedsHuman {
+		t.Fatalf("escalations %+v, want the deadline last", v.Escalations)
+	}
+	for i := 1; i < len(afters); i++ {
+		if afters[i] < afters[i-1] {
+			t.Errorf("escalations after %v, want in order", afters)
+		}
+	}
+}
+
+// A WatchTimeout under a second asked for timeoutSeconds=1, as long as
+// ShortSession: on a quiet, healthy collection no session went live, and
+// the stream was Flapping, then needed a human. One shorter than twice
+// ShortSession is refused; one of twice ShortSession works.
+func TestStreamWatchTimeout(t *testing.T) {
+	if _, err := wgwatch.NewStream(watchtest.New(), wgwatch.HandlerFuncs{}, wgwatch.StreamOptions{Resource: configmaps, WatchTimeout: 500 * time.Millisecond}); !errors.Is(err, wgwatch.ErrInvalidOptions) {
+		t.Errorf("NewStream(WatchTimeout 500ms) = %v, want ErrInvalidOptions", err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, watchtest.ServerOptions{}, "a")
+		p := newProbe()
+		stop := runStream(t, newStream(t, srv, p, wgwatch.StreamOptions{WatchTimeout: 2 * wgwatch.DefaultShortSession}))
+		time.Sleep(10 * time.Minute)
+		stop()
+		got := []string{}
+		for _, st := range p.counts().states {
+			got = append(got, fmt.Sprintf("%s/%s", st.v.Phase, st.v.Reason))
+		}
+		if diff := cmp.Diff([]string{"Starting/Starting", "Replaying/InitialSync", "Streaming/Watching"}, got); diff != "" {
+			t.Errorf("states over 10 minutes of 2-4 s sessions (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// Behind a proxy that ends every watch 200 ms after it opens, with a write
+// every 3 s, a cut session that happened to carry an event counted as
+// live: the state went Flapping, Streaming, Flapping every 20 s or so, each
+// a Ready flip, a status write and an Event in a controller. Under a fault
+// that does not change, the state does not change either; once the cuts
+// stop, Streaming is back within a backoff and a short session.
+func TestStreamStaysFlappingBehindCuttingProxy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, watchtest.ServerOptions{}, "a", "b")
+		p := newProbe()
+		stop := runStream(t, newStream(t, srv, p, wgwatch.StreamOptions{}))
+		stopWrites := writer(srv, 3*time.Second)
+		time.Sleep(time.Minute)
+		cutAt := time.Since(p.start)
+		srv.SetFaults(watchtest.Faults{WatchLifetime: 200 * time.Millisecond})
+		srv.CloseWatches() // the proxy cuts the watch that was open too
+		time.Sleep(30 * time.Minute)
+		healedAt := time.Since(p.start)
+		srv.SetFaults(watchtest.Faults{})
+		time.Sleep(5 * time.Minute)
+		stopWrites()
+		time.Sleep(time.Minute)
+		stop()
+		var during []string
+		backAt := time.Duration(-1)
+		for _, st := range p.counts().states {
+			switch {
+			case st.at > cutAt && st.at <= healedAt:
+				during = append(during, fmt.Sprintf("%s/%s", st.v.Phase, st.v.Reason))
+			case st.at > healedAt && st.v.Phase == wgwatch.PhaseStreaming && backAt < 0:
+				backAt = st.at - healedAt
+			}
+		}
+		want := []string{"Blocked/Flapping", "Blocked/ProgressDeadlineExceeded"}
+		if diff := cmp.Diff(want, during); diff != "" {
+			t.Errorf("states during 30 minutes of cut watches (-want +got):\n%s", diff)
+		}
+		if bound := 2*wgwatch.DefaultMaxBackoff + wgwatch.DefaultShortSession; backAt < 0 || backAt > bound {
+			t.Errorf("Streaming again %v after the cuts stopped, want within %v", backAt, bound)
+		}
+		if diff := cmp.Diff(viewOfObjects(srv.Objects()), p.viewOf()); diff != "" {
+			t.Errorf("view (-server +consumer):\n%s", diff)
+		}
+	})
+}

@@ -1,0 +1,147 @@
+package watch
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// stallWatch notices a [Handler] call that does not return while its
+// session is live. Escalations cover a session that has not gone live (a
+// handler stuck on a replay's snapshot or on a resumed session's first
+// event keeps the session from going live); once it is live, nothing else
+// would: the stream would stay Streaming for as long as the handler hangs,
+// while the server's events pile up unread.
+//
+// A call costs two atomic additions and a load. A timer looks at the call
+// in progress every stallStep while calls come; it is armed by the first
+// call after the stream was idle, and it disarms itself when it finds no
+// call in progress. A call stuck for TransientGrace (within one step) in a
+// live session makes the stream Blocked with [ReasonHandlerStalled]; for
+// ProgressDeadline, Blocked and needing a human. When the call returns
+// without an error the stream is Streaming again; an error ends the
+// session, which is graded as any handler error.
+type stallWatch struct {
+	// calls counts entries into and exits from the handler: odd while a
+	// call is in progress.
+	calls atomic.Uint64
+	// armed is true while the timer is armed.
+	armed atomic.Bool
+	// stalled is true while a stall is published.
+	stalled atomic.Bool
+
+	mu      sync.Mutex
+	running bool
+	timer   stopper
+	// seen is the value of calls when the call in progress was first
+	// seen, at since.
+	seen  uint64
+	since time.Time
+}
+
+// stallSteps is how many times within TransientGrace the timer looks at
+// the call in progress.
+const stallSteps = 6
+
+// start lets the timer run; stop stops it, and nothing is published after
+// it returns.
+func (w *stallWatch) start() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running = true
+}
+
+func (w *stallWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running = false
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	w.armed.Store(false)
+	w.stalled.Store(false)
+}
+
+// enter is called before each handler call.
+func (w *stallWatch) enter(s *Stream) {
+	w.calls.Add(1)
+	if !w.armed.Load() {
+		w.arm(s)
+	}
+}
+
+// leave is called after each handler call, with what it returned.
+func (w *stallWatch) leave(s *Stream, err error) {
+	w.calls.Add(1)
+	if !w.stalled.Load() {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stalled.CompareAndSwap(true, false) || err != nil || !w.running || !s.live.Load() {
+		// An error ends the session: its ending is graded.
+		return
+	}
+	s.goneLive()
+}
+
+func (w *stallWatch) arm(s *Stream) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.running || w.armed.Load() {
+		return
+	}
+	w.armed.Store(true)
+	w.seen, w.since = w.calls.Load(), s.clock.Now()
+	w.timer = afterFunc(s.clock, s.opts.Policy.TransientGrace/stallSteps, func() { w.check(s) })
+}
+
+// check looks at the call in progress, publishes a stall if it has
+// lasted, and arms the timer again unless no call is in progress.
+func (w *stallWatch) check(s *Stream) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.running {
+		return
+	}
+	p := s.opts.Policy
+	calls, now := w.calls.Load(), s.clock.Now()
+	switch {
+	case calls%2 == 0:
+		w.armed.Store(false)
+		w.timer = nil
+		if w.calls.Load()%2 == 0 {
+			return
+		}
+		// A call entered while the timer was being disarmed, and did not
+		// arm it: watch it from now.
+		w.armed.Store(true)
+		w.seen, w.since = w.calls.Load(), now
+	case calls != w.seen:
+		w.seen, w.since = calls, now
+	case s.live.Load():
+		var st State
+		switch stuck := now.Sub(w.since); {
+		case stuck >= p.ProgressDeadline:
+			st = State{Phase: PhaseBlocked, Reason: ReasonProgressDeadlineExceeded, NeedsHuman: true,
+				Message: fmt.Sprintf("no progress for over %s: the handler has not returned", p.ProgressDeadline)}
+		case stuck >= p.TransientGrace:
+			st = State{Phase: PhaseBlocked, Reason: ReasonHandlerStalled,
+				Message: fmt.Sprintf("the handler has not returned for over %s", p.TransientGrace)}
+		}
+		if st.Phase != "" {
+			// Set before the last look, so that a call returning now
+			// either is seen here or sees the stall in leave.
+			w.stalled.Store(true)
+			if w.calls.Load() != calls {
+				w.stalled.Store(false)
+				w.seen, w.since = w.calls.Load(), now
+				break
+			}
+			s.esc.now(st)
+		}
+	}
+	w.timer = afterFunc(s.clock, p.TransientGrace/stallSteps, func() { w.check(s) })
+}
