@@ -184,8 +184,8 @@ func TestServerExpiryShapes(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := watchtest.NewServer(watchtest.ServerOptions{Expiry: tt.shape})
 				ok(t)(s.Create(watchtest.ConfigMap("a", ""))) // 2
-				s.Restart()                                    // the new apiserver's writes: 3
-				time.Sleep(2 * time.Second)                    // the new watch cache lists at 3
+				s.Restart()                                   // the new apiserver's writes: 3
+				time.Sleep(2 * time.Second)                   // the new watch cache lists at 3
 				ok(t)(s.Update(watchtest.ConfigMap("a", ""))) // 4
 				// 3 is the new cache's list; 2 is before the restart.
 				if w, err := s.Watch(metav1.ListOptions{ResourceVersion: "3"}); err != nil {

@@ -198,9 +198,9 @@ func (s *Server) validateWatchLocked(options metav1.ListOptions) field.ErrorList
 // what is queued, in order, and owns the result channel: it closes it when
 // the watch ends, whoever ends it.
 type serverWatch struct {
-	s        *Server
-	ctx      context.Context
-	req      *Request
+	s   *Server
+	ctx context.Context
+	req *Request
 	// deadline is when the server ends the watch: its timeout counts
 	// from the request.
 	deadline time.Time
