@@ -231,6 +231,13 @@ type Server struct {
 	notReadySince time.Time
 
 	compacted int64
+	// The cacher's compactor polls etcd's compaction every 15 s (from
+	// cacherStart): until then, the watch cache's snapshots still serve
+	// exact lists and continue tokens below the compaction.
+	compactedAt    time.Time
+	knownCompacted int64
+	cacherStart    time.Time
+
 	faults    Faults
 	watches   map[*serverWatch]struct{}
 	requests  []*Request
@@ -322,6 +329,8 @@ func NewServer(opts ServerOptions) *Server {
 		watches:  make(map[*serverWatch]struct{}),
 		budget:   maxDispatchBudget,
 		budgetAt: opts.Clock.Now(),
+
+		cacherStart: opts.Clock.Now(),
 	}
 }
 
@@ -454,6 +463,8 @@ func (s *Server) settleLocked(now time.Time) {
 
 // relistLocked starts the watch cache afresh at etcd's current revision.
 func (s *Server) relistLocked() {
+	s.cacherStart = s.clock.Now()
+	s.knownCompacted = 0
 	s.cacheRV, s.listRV = s.rv, s.rv
 	s.windowStart = len(s.history)
 	s.evicted = false
@@ -600,12 +611,48 @@ func (s *Server) restartLocked() {
 
 // Compact is an etcd compaction at the current resourceVersion: continue
 // tokens of older lists expire, and so do exact lists at older
-// resourceVersions and, with DisableWatchCache, resumes from older
+// resourceVersions (once the cacher's compactor, which polls etcd every
+// 15 s, has seen the compaction: until then the watch cache's snapshots
+// serve those it holds), and, with DisableWatchCache, resumes from older
 // cursors. Open watches keep working.
 func (s *Server) Compact() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.compacted = s.rv
+	now := s.clock.Now()
+	s.knownCompactionLocked(now)
+	s.compacted, s.compactedAt = s.rv, now
+}
+
+// compactorPoll is how often the cacher reads etcd's compaction revision.
+const compactorPoll = 15 * time.Second
+
+// knownCompactionLocked returns the compaction the cacher's compactor has
+// seen by now.
+func (s *Server) knownCompactionLocked(now time.Time) int64 {
+	if s.compacted > s.knownCompacted && !s.compactedAt.Before(s.cacherStart) {
+		// Polls run at cacherStart + k×15s, k ≥ 1.
+		polls := now.Sub(s.cacherStart) / compactorPoll
+		first := (s.compactedAt.Sub(s.cacherStart) + compactorPoll - 1) / compactorPoll
+		if polls >= max(first, 1) {
+			s.knownCompacted = s.compacted
+		}
+	}
+	return s.knownCompacted
+}
+
+// cacheServesExactLocked reports whether the watch cache has a snapshot
+// to serve an exact list or a continue token at rv (ListFromCacheSnapshot,
+// on by default in 1.37): one at or below rv, no older than the oldest
+// event it holds, its list, or the compaction its compactor has seen.
+func (s *Server) cacheServesExactLocked(rv int64, now time.Time) bool {
+	if s.opts.DisableWatchCache || !s.notReadyUntil.IsZero() || rv > s.cacheRV {
+		return false
+	}
+	floor := s.listRV
+	if s.evicted && s.windowStart < len(s.history) {
+		floor = s.history[s.windowStart].rv
+	}
+	return rv >= max(floor, s.knownCompactionLocked(now))
 }
 
 // AdvanceRevision moves the resourceVersion on by n without a change to this

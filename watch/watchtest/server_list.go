@@ -107,7 +107,7 @@ func (s *Server) listLocked(options metav1.ListOptions, now time.Time) listResul
 		return fail(invalidOptions(errs...))
 	}
 	if options.Continue != "" {
-		return s.continueLocked(options)
+		return s.continueLocked(options, now)
 	}
 	var rv int64
 	if options.ResourceVersion != "" {
@@ -123,7 +123,7 @@ func (s *Server) listLocked(options metav1.ListOptions, now time.Time) listResul
 	case notReady != nil && options.Limit > 0:
 		// The delegator hands the list to etcd (KEP-4568).
 		if exact {
-			return s.exactLocked(rv, options.Limit)
+			return s.exactLocked(rv, options.Limit, now)
 		}
 		if rv > s.rv {
 			return fail(tooLarge(rv, s.rv))
@@ -135,7 +135,7 @@ func (s *Server) listLocked(options metav1.ListOptions, now time.Time) listResul
 		if rv > s.cacheRV {
 			return listResult{wait: true, err: tooLarge(rv, s.cacheRV)}
 		}
-		return s.exactLocked(rv, options.Limit)
+		return s.exactLocked(rv, options.Limit, now)
 	case options.ResourceVersion == "":
 		if s.cacheRV < s.rv {
 			return listResult{wait: true, fallback: true}
@@ -174,9 +174,10 @@ func validateList(options metav1.ListOptions) field.ErrorList {
 	return errs
 }
 
-// exactLocked lists the state at rv, from etcd.
-func (s *Server) exactLocked(rv, limit int64) listResult {
-	if rv < s.compacted {
+// exactLocked lists the state at rv, from a snapshot of the watch cache
+// or from etcd.
+func (s *Server) exactLocked(rv, limit int64, now time.Time) listResult {
+	if rv < s.compacted && !s.cacheServesExactLocked(rv, now) {
 		return listResult{err: apierrors.NewResourceExpired(listTooOld)}
 	}
 	if rv > s.rv {
@@ -185,15 +186,16 @@ func (s *Server) exactLocked(rv, limit int64) listResult {
 	return s.pageResult(rv, s.stateAtLocked(rv), limit, nil)
 }
 
-// continueLocked serves a continue token, from etcd.
-func (s *Server) continueLocked(options metav1.ListOptions) listResult {
+// continueLocked serves a continue token, from a snapshot of the watch
+// cache or from etcd.
+func (s *Server) continueLocked(options metav1.ListOptions, now time.Time) listResult {
 	tok, err := decodeContinue(options.Continue)
 	if err != nil {
 		return listResult{err: apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))}
 	}
 	rv := tok.RV
 	switch {
-	case rv > 0 && rv < s.compacted:
+	case rv > 0 && rv < s.compacted && !s.cacheServesExactLocked(rv, now):
 		expired := apierrors.NewResourceExpired(inconsistentContinue)
 		expired.ErrStatus.ListMeta.Continue = encodeContinue(continueToken{RV: -1, Start: tok.Start})
 		return listResult{err: expired}

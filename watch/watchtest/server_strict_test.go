@@ -278,6 +278,12 @@ func TestServerListLimitAndResourceVersion(t *testing.T) {
 			}
 		}
 		s.Compact()
+		// The watch cache's snapshots serve it until the cacher's
+		// compactor sees the compaction (it polls every 15 s).
+		if _, got, err := list(metav1.ListOptions{ResourceVersion: "3", Limit: 10}); err != nil || len(got) != 2 {
+			t.Errorf("exact list just after a compaction = %v, %v; want it served from the cache", got, err)
+		}
+		time.Sleep(15 * time.Second)
 		_, _, err := list(metav1.ListOptions{ResourceVersion: "3", Limit: 10})
 		if !apierrors.IsResourceExpired(err) || !strings.Contains(err.Error(), "The resourceVersion for the provided list is too old") {
 			t.Errorf("exact list of a compacted revision = %v, want 410 too old", err)
@@ -301,6 +307,10 @@ func TestServerContinueAfterCompaction(t *testing.T) {
 		ok(t)(s.Create(watchtest.ConfigMap("o9", "")))
 		ok(t)(s.Update(watchtest.ConfigMap("o3", "")))
 		s.Compact()
+		if _, err := s.List(metav1.ListOptions{Limit: 2, Continue: lm.GetContinue()}); err != nil {
+			t.Errorf("continue just after a compaction = %v, want it served from the cache", err)
+		}
+		time.Sleep(15 * time.Second)
 		_, err = s.List(metav1.ListOptions{Limit: 2, Continue: lm.GetContinue()})
 		st, isStatus := err.(apierrors.APIStatus)
 		if !apierrors.IsResourceExpired(err) || !isStatus || st.Status().Continue == "" || !strings.Contains(err.Error(), "inconsistent list") {

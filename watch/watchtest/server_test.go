@@ -395,6 +395,7 @@ func TestServerPaginationAndExpiredContinue(t *testing.T) {
 		}
 		lm2, _ := meta.ListAccessor(second)
 		s.Compact()
+		time.Sleep(15 * time.Second) // the cacher's compactor sees it
 		if _, err := s.List(metav1.ListOptions{Limit: 2, Continue: lm2.GetContinue()}); !apierrors.IsResourceExpired(err) {
 			t.Errorf("List(continue after compaction) = %v, want 410 Expired", err)
 		}
