@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
+	"net"
 	"reflect"
 	"slices"
 	"strconv"
@@ -48,22 +50,59 @@ type ServerOptions struct {
 	// in [MinRequestTimeout, 2×MinRequestTimeout). Defaults to 30m.
 	MinRequestTimeout time.Duration
 	// BookmarkInterval is how often a watch that asked for bookmarks gets
-	// one; a watch also gets one 2s before its deadline. Negative sends
-	// none but the end of a watch-list's initial events. Defaults to 1m.
+	// one; a watch also gets one 2s before its deadline. A bookmark is
+	// sent only when the watch cache's resourceVersion has moved past
+	// what the watch last delivered, as the cacher drops the others.
+	// Negative sends none but the end of a watch-list's initial events.
+	// Defaults to 1m.
 	BookmarkInterval time.Duration
 	// WatchCacheSize and WatchCacheWindow bound the watch cache: it keeps at
 	// least WatchCacheSize events, and every event younger than
 	// WatchCacheWindow. A resume from a cursor older than the oldest event
-	// kept is expired. Default to 100 events and 75s, as the kube-apiserver.
+	// kept, less one, is expired (the cacher's threshold: with revision
+	// gaps a cursor can expire although no event after it was dropped).
+	// Default to 100 events and 75s, as the kube-apiserver.
 	WatchCacheSize   int
 	WatchCacheWindow time.Duration
 	// DisableWatchCache serves watches as --watch-cache=false does: a resume
 	// is expired only after a [Server.Compact] past its cursor, and
-	// deterministically then.
+	// deterministically then; a restart expires nothing.
 	DisableWatchCache bool
 	// Expiry is the shape of the 410 a resume from an expired cursor gets.
 	// Defaults to ExpiryErrorEvent.
 	Expiry ExpiryShape
+	// RestartNotReady is how long the watch cache initialises after a
+	// [Server.Restart]: meanwhile a watch, and a LIST the cacher cannot
+	// hand to etcd, get 429 "storage is (re)initializing" with the
+	// cacher's Retry-After (1 s, growing to 30 s after about a minute).
+	// Defaults to 2s; negative is none.
+	RestartNotReady time.Duration
+	// Latency is how long requests and initial events take. The zero
+	// value is the default model; see [Latency].
+	Latency Latency
+	// WatchChannelSize is the size of each of the cacher's two buffers
+	// per watch (its input and its result channel): a watch whose
+	// consumer leaves more live events than they hold unread is closed
+	// (see the package doc). Defaults to 10, the cacher's size for a
+	// resource without a watch index such as ConfigMaps; pods get up to
+	// 1000.
+	WatchChannelSize int
+}
+
+// Latency is a [Server]'s model of how long answers take: a LIST answers
+// after Request + PerObject × its items; a watch opens after Request, and
+// its initial events (a watch-list's, or those of a watch from "" or
+// "0") become available at PerObject each, in chunks of at least 10 ms,
+// so a long replay can be cut part-way by the watch's deadline or a fault.
+// A LIST is a snapshot of its start; it is delivered at its end.
+type Latency struct {
+	// Request is the fixed cost of each request. Defaults to 1ms.
+	Request time.Duration
+	// PerObject is the cost of each object listed or replayed. Defaults
+	// to 20µs (a 5,000-object list takes about 0.1 s).
+	PerObject time.Duration
+	// Off turns the model off: everything is answered instantly.
+	Off bool
 }
 
 // ExpiryShape is how a [Server] answers a watch from an expired cursor.
@@ -83,7 +122,7 @@ const (
 
 // Faults are the failures a [Server] applies while they are set with
 // [Server.SetFaults]. The zero value is a healthy server. Watches already
-// open are not affected by Refuse, Err or RefuseWatchList: the
+// open are not affected by Refuse, Err or the watch-list refusals: the
 // kube-apiserver checks a request once, when it opens.
 type Faults struct {
 	// Refuse fails every request with a refused connection, as a stopped
@@ -97,12 +136,27 @@ type Faults struct {
 	// RefuseWatchList refuses watch-list requests (sendInitialEvents) with
 	// the 422 a server with the WatchList feature off gives.
 	RefuseWatchList bool
+	// WatchListUnsupported answers a watch-list (sendInitialEvents with
+	// allowWatchBookmarks) with HTTP 200 and then one ERROR event, a 500
+	// "a watch stream was requested by the client but the required
+	// storage feature RequestWatchProgress is disabled", as a
+	// kube-apiserver on an etcd without watch-progress support does.
+	WatchListUnsupported bool
 	// WatchLifetime, when positive, ends every watch opened while it is set
 	// this long after it opened: a hot flap.
 	WatchLifetime time.Duration
 	// StaleProxy accepts every watch and closes it at once with no events,
 	// as a proxy in front of a stale cache does: the cursor never moves.
 	StaleProxy bool
+	// StallCache stops the watch cache following etcd, as a cacher whose
+	// etcd watch hangs: writes still succeed, but open watches get no
+	// event after the stall began and their bookmarks stop (a bookmark
+	// that does not advance is dropped), a watch-list or a LIST at a
+	// resourceVersion past the cache waits 3 s and is answered "too
+	// large resource version", and a consistent LIST (resourceVersion
+	// "") waits 3 s and is served from etcd. Clearing it lets the cache
+	// catch up: open watches get what they missed, in order.
+	StallCache bool
 }
 
 // Request records one List or Watch call a [Server] answered.
@@ -141,9 +195,11 @@ type Request struct {
 // cache's window, expire outside it, send bookmarks when asked, end on the
 // server's random 30–60 minute timeout (or the client's timeoutSeconds),
 // and serve watch-lists that end their initial events with the
-// initial-events-end bookmark. [Server.SetFaults] and the instant actions
-// [Server.CloseWatches], [Server.Restart], [Server.Compact] and
-// [Server.AdvanceRevision] script what goes wrong.
+// initial-events-end bookmark. Requests take time ([Latency]); a watch
+// whose consumer falls behind is closed. [Server.SetFaults] and the
+// actions [Server.CloseWatches], [Server.FailWatches], [Server.Restart],
+// [Server.Compact], [Server.AdvanceRevision] and [Server.Restore] script
+// what goes wrong.
 //
 // Time comes from [ServerOptions.Clock]; inside a testing/synctest bubble
 // the real clock is virtual, and the server is deterministic as long as
@@ -156,19 +212,39 @@ type Server struct {
 	opts  ServerOptions
 	clock clock.Clock
 
-	mu          sync.Mutex
-	rand        *rand.Rand
-	rv          int64
-	objects     map[objectKey]runtime.Object
-	history     []change
-	windowStart int   // index in history of the oldest change the watch cache holds
-	resumeFloor int64 // a watch may resume from a cursor >= resumeFloor
-	compacted   int64
-	faults      Faults
-	watches     map[*serverWatch]struct{}
-	requests    []*Request
-	pages       map[string]*listPage
-	nextPage    int
+	mu      sync.Mutex
+	rand    *rand.Rand
+	rv      int64 // etcd's revision
+	objects map[objectKey]runtime.Object
+	history []change // every write since the start (or the last restore)
+
+	// The watch cache: it has seen history up to cacheRV (rv, unless
+	// stalled), holds history[windowStart:], and last (re)listed at
+	// listRV; evicted says whether it dropped an event since.
+	cacheRV     int64
+	windowStart int
+	listRV      int64
+	evicted     bool
+	// notReadyUntil is when the watch cache restarted by Restart is ready;
+	// notReadySince when it went unready. Zero when ready.
+	notReadyUntil time.Time
+	notReadySince time.Time
+
+	compacted int64
+	// The cacher's compactor polls etcd's compaction every 15 s (from
+	// cacherStart): until then, the watch cache's snapshots still serve
+	// exact lists and continue tokens below the compaction.
+	compactedAt    time.Time
+	knownCompacted int64
+	cacherStart    time.Time
+
+	faults    Faults
+	watches   map[*serverWatch]struct{}
+	requests  []*Request
+	// The cacher's dispatch budget: how long a write may wait for slow
+	// consumers before they are closed.
+	budget   time.Duration
+	budgetAt time.Time
 }
 
 type objectKey struct{ namespace, name string }
@@ -181,12 +257,6 @@ type change struct {
 	at  time.Time
 }
 
-// listPage is what remains of a paginated list.
-type listPage struct {
-	rv    int64
-	items []runtime.Object
-}
-
 // blockTimeout is how long the kube-apiserver waits for its watch cache to
 // reach a resourceVersion newer than it has before it answers "too large
 // resource version".
@@ -195,6 +265,13 @@ const blockTimeout = 3 * time.Second
 // bookmarkBeforeDeadline is how long before a watch's deadline the server
 // sends its last bookmark.
 const bookmarkBeforeDeadline = 2 * time.Second
+
+// The cacher's dispatch budget (time_budget.go): at most 100 ms, refilled
+// at 50 ms a second.
+const (
+	maxDispatchBudget = 100 * time.Millisecond
+	budgetPerSecond   = 50 * time.Millisecond
+)
 
 // NewServer returns a server with an empty collection at resourceVersion 1.
 func NewServer(opts ServerOptions) *Server {
@@ -225,14 +302,35 @@ func NewServer(opts ServerOptions) *Server {
 	if opts.Expiry == "" {
 		opts.Expiry = ExpiryErrorEvent
 	}
+	if opts.RestartNotReady == 0 {
+		opts.RestartNotReady = 2 * time.Second
+	}
+	if opts.Latency.Off {
+		opts.Latency = Latency{Off: true}
+	} else {
+		if opts.Latency.Request <= 0 {
+			opts.Latency.Request = time.Millisecond
+		}
+		if opts.Latency.PerObject <= 0 {
+			opts.Latency.PerObject = 20 * time.Microsecond
+		}
+	}
+	if opts.WatchChannelSize <= 0 {
+		opts.WatchChannelSize = 10
+	}
 	return &Server{
-		opts:    opts,
-		clock:   opts.Clock,
-		rand:    rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
-		rv:      1,
-		objects: make(map[objectKey]runtime.Object),
-		watches: make(map[*serverWatch]struct{}),
-		pages:   make(map[string]*listPage),
+		opts:     opts,
+		clock:    opts.Clock,
+		rand:     rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
+		rv:       1,
+		cacheRV:  1,
+		listRV:   1,
+		objects:  make(map[objectKey]runtime.Object),
+		watches:  make(map[*serverWatch]struct{}),
+		budget:   maxDispatchBudget,
+		budgetAt: opts.Clock.Now(),
+
+		cacherStart: opts.Clock.Now(),
 	}
 }
 
@@ -290,6 +388,8 @@ func (s *Server) Delete(namespace, name string) error {
 }
 
 func (s *Server) writeLocked(typ watch.EventType, key objectKey, obj runtime.Object) runtime.Object {
+	now := s.clock.Now()
+	s.settleLocked(now)
 	s.rv++
 	stored := obj.DeepCopyObject()
 	m, _ := meta.Accessor(stored)
@@ -299,22 +399,92 @@ func (s *Server) writeLocked(typ watch.EventType, key objectKey, obj runtime.Obj
 	} else {
 		s.objects[key] = stored
 	}
-	now := s.clock.Now()
 	s.history = append(s.history, change{rv: s.rv, typ: typ, obj: stored, at: now})
-	for w := range s.watches {
-		w.pushLocked(s.rv, watch.Event{Type: typ, Object: stored.DeepCopyObject()})
-	}
-	s.evictLocked(now)
+	s.followLocked(now)
 	return stored.DeepCopyObject()
+}
+
+// followLocked lets the watch cache take in what etcd has and it has
+// not, unless it is stalled or initialising: the open watches get it.
+func (s *Server) followLocked(now time.Time) {
+	if (s.faults.StallCache && !s.opts.DisableWatchCache) || !s.notReadyUntil.IsZero() {
+		return
+	}
+	for i := s.cacheIndexLocked(); i < len(s.history); i++ {
+		c := s.history[i]
+		for w := range s.watches {
+			w.pushLocked(c.rv, watch.Event{Type: c.typ, Object: c.obj.DeepCopyObject()}, now)
+		}
+	}
+	s.cacheRV = s.rv
+	s.evictLocked(now)
+}
+
+// cacheIndexLocked is the index in history of the first change the
+// watch cache has not seen.
+func (s *Server) cacheIndexLocked() int {
+	i, _ := slices.BinarySearchFunc(s.history, s.cacheRV+1, func(c change, rv int64) int { return cmp.Compare(c.rv, rv) })
+	return i
 }
 
 // evictLocked drops from the watch cache what it no longer holds.
 func (s *Server) evictLocked(now time.Time) {
-	for len(s.history)-s.windowStart > s.opts.WatchCacheSize &&
+	end := s.cacheIndexLocked()
+	for end-s.windowStart > s.opts.WatchCacheSize &&
 		now.Sub(s.history[s.windowStart].at) > s.opts.WatchCacheWindow {
-		s.resumeFloor = max(s.resumeFloor, s.history[s.windowStart].rv)
 		s.windowStart++
+		s.evicted = true
 	}
+}
+
+// oldestLocked is the oldest cursor a watch may resume from.
+func (s *Server) oldestLocked() int64 {
+	if s.opts.DisableWatchCache {
+		return s.compacted
+	}
+	// The cacher's rule (watch_cache_history.go GetIntervalLocked): a
+	// cursor older than the oldest event held, less one, is expired; if
+	// nothing was evicted since the cache listed, the list's revision.
+	if s.evicted && s.windowStart < len(s.history) {
+		return s.history[s.windowStart].rv - 1
+	}
+	return s.listRV
+}
+
+// settleLocked ends a restart's not-ready phase once it is over: the new
+// watch cache lists at etcd's current revision.
+func (s *Server) settleLocked(now time.Time) {
+	if s.notReadyUntil.IsZero() || now.Before(s.notReadyUntil) {
+		return
+	}
+	s.notReadyUntil, s.notReadySince = time.Time{}, time.Time{}
+	s.relistLocked()
+}
+
+// relistLocked starts the watch cache afresh at etcd's current revision.
+func (s *Server) relistLocked() {
+	s.cacherStart = s.clock.Now()
+	s.knownCompacted = 0
+	s.cacheRV, s.listRV = s.rv, s.rv
+	s.windowStart = len(s.history)
+	s.evicted = false
+}
+
+// notReadyLocked returns the 429 a request gets while the watch cache
+// initialises, or nil.
+func (s *Server) notReadyLocked(now time.Time) error {
+	s.settleLocked(now)
+	if s.notReadyUntil.IsZero() {
+		return nil
+	}
+	return apierrors.NewTooManyRequests("storage is (re)initializing", retryAfterForUnreadyCache(now.Sub(s.notReadySince)))
+}
+
+// retryAfterForUnreadyCache is the cacher's Retry-After for a cache that
+// has been unready for downtime (util.go): e^(0.06 s⁻¹ × downtime),
+// between 1 and 30 seconds.
+func retryAfterForUnreadyCache(downtime time.Duration) int {
+	return int(math.Min(30, math.Max(1, math.Exp(0.06*downtime.Seconds()))))
 }
 
 // Objects returns copies of every object, sorted by namespace and name.
@@ -328,9 +498,7 @@ func (s *Server) sortedLocked() []runtime.Object { return sortedCopies(s.objects
 
 // sortedCopies returns copies of objects, in namespace and name order.
 func sortedCopies(objects map[objectKey]runtime.Object) []runtime.Object {
-	keys := slices.SortedFunc(maps.Keys(objects), func(a, b objectKey) int {
-		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
-	})
+	keys := slices.SortedFunc(maps.Keys(objects), compareKeys)
 	out := make([]runtime.Object, len(keys))
 	for i, k := range keys {
 		out[i] = objects[k].DeepCopyObject()
@@ -338,7 +506,18 @@ func sortedCopies(objects map[objectKey]runtime.Object) []runtime.Object {
 	return out
 }
 
-// ResourceVersion returns the server's current resourceVersion.
+// compareKeys orders keys as etcd orders them.
+func compareKeys(a, b objectKey) int { return cmp.Compare(a.String(), b.String()) }
+
+// isConnectionError reports whether err is a failure to connect, which
+// answers at once.
+func isConnectionError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op)
+}
+
+// ResourceVersion returns the server's current resourceVersion: etcd's
+// revision, which a stalled or initialising watch cache may lag.
 func (s *Server) ResourceVersion() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -351,6 +530,9 @@ func (s *Server) SetFaults(f Faults) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = f
+	now := s.clock.Now()
+	s.settleLocked(now)
+	s.followLocked(now)
 }
 
 // Faults returns the faults in force.
@@ -400,30 +582,77 @@ func asStatusError(err error) *apierrors.StatusError {
 	return apierrors.NewInternalError(err)
 }
 
-// Restart is a kube-apiserver restart: every open watch closes, and the new
-// watch cache starts at the current resourceVersion, so a resume from any
-// older cursor is expired.
+// Restart is a kube-apiserver restart: every open watch closes; the new
+// apiserver's start-up writes (its identity Lease) move etcd's revision
+// on; for [ServerOptions.RestartNotReady] its watch cache initialises
+// (watches, and LISTs it cannot hand to etcd, get 429 "storage is
+// (re)initializing" with a Retry-After); then the cache starts at etcd's
+// current revision, so a resume from any cursor taken before the restart
+// is expired, caught-up ones and bookmarks too. Writes go on meanwhile.
+// With DisableWatchCache a restart expires nothing.
 func (s *Server) Restart() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.restartLocked()
+}
+
+func (s *Server) restartLocked() {
 	s.closeWatchesLocked()
-	s.resumeFloor = s.rv
-	s.windowStart = len(s.history)
+	s.rv++
+	now := s.clock.Now()
+	s.notReadyUntil, s.notReadySince = time.Time{}, time.Time{}
+	if s.opts.RestartNotReady > 0 && !s.opts.DisableWatchCache {
+		s.notReadyUntil, s.notReadySince = now.Add(s.opts.RestartNotReady), now
+		s.cacheRV = s.rv // nothing to follow until ready; relisted then
+		return
+	}
+	s.relistLocked()
 }
 
 // Compact is an etcd compaction at the current resourceVersion: continue
 // tokens of older lists expire, and so do exact lists at older
-// resourceVersions and, with DisableWatchCache, resumes from older
+// resourceVersions (once the cacher's compactor, which polls etcd every
+// 15 s, has seen the compaction: until then the watch cache's snapshots
+// serve those it holds), and, with DisableWatchCache, resumes from older
 // cursors. Open watches keep working.
 func (s *Server) Compact() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.compacted = s.rv
-	for token, p := range s.pages {
-		if p.rv < s.compacted {
-			delete(s.pages, token)
+	now := s.clock.Now()
+	s.knownCompactionLocked(now)
+	s.compacted, s.compactedAt = s.rv, now
+}
+
+// compactorPoll is how often the cacher reads etcd's compaction revision.
+const compactorPoll = 15 * time.Second
+
+// knownCompactionLocked returns the compaction the cacher's compactor has
+// seen by now.
+func (s *Server) knownCompactionLocked(now time.Time) int64 {
+	if s.compacted > s.knownCompacted && !s.compactedAt.Before(s.cacherStart) {
+		// Polls run at cacherStart + k×15s, k ≥ 1.
+		polls := now.Sub(s.cacherStart) / compactorPoll
+		first := (s.compactedAt.Sub(s.cacherStart) + compactorPoll - 1) / compactorPoll
+		if polls >= max(first, 1) {
+			s.knownCompacted = s.compacted
 		}
 	}
+	return s.knownCompacted
+}
+
+// cacheServesExactLocked reports whether the watch cache has a snapshot
+// to serve an exact list or a continue token at rv (ListFromCacheSnapshot,
+// on by default in 1.37): one at or below rv, no older than the oldest
+// event it holds, its list, or the compaction its compactor has seen.
+func (s *Server) cacheServesExactLocked(rv int64, now time.Time) bool {
+	if s.opts.DisableWatchCache || !s.notReadyUntil.IsZero() || rv > s.cacheRV {
+		return false
+	}
+	floor := s.listRV
+	if s.evicted && s.windowStart < len(s.history) {
+		floor = s.history[s.windowStart].rv
+	}
+	return rv >= max(floor, s.knownCompactionLocked(now))
 }
 
 // AdvanceRevision moves the resourceVersion on by n without a change to this
@@ -432,7 +661,56 @@ func (s *Server) Compact() {
 func (s *Server) AdvanceRevision(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.settleLocked(s.clock.Now())
 	s.rv += int64(max(n, 0))
+	if !s.faults.StallCache && s.notReadyUntil.IsZero() {
+		s.cacheRV = s.rv
+	}
+}
+
+// EtcdSnapshot is the state of etcd at one revision, taken with
+// [Server.Snapshot], for [Server.Restore].
+type EtcdSnapshot struct {
+	rv      int64
+	objects map[objectKey]runtime.Object
+	history []change
+}
+
+// ResourceVersion returns the revision the snapshot was taken at.
+func (e EtcdSnapshot) ResourceVersion() string { return strconv.FormatInt(e.rv, 10) }
+
+// Snapshot takes a snapshot of etcd, as `etcdctl snapshot save` does.
+func (s *Server) Snapshot() EtcdSnapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return EtcdSnapshot{rv: s.rv, objects: maps.Clone(s.objects), history: slices.Clone(s.history)}
+}
+
+// Restore restores etcd from snap, as `etcdutl snapshot restore` followed
+// by the restart of the apiserver that the procedure requires: the
+// collection goes back to what it was at snap's revision, and then
+// [Server.Restart] runs. bumpRevision is etcdutl's --bump-revision (with
+// --mark-compacted): 0 leaves the revision at snap's, so resourceVersions
+// go backwards and every cursor a client took after the snapshot is ahead
+// of the server (a plain watch from it is silent until the server passes
+// it; a LIST or watch-list from it is "too large"); a positive bump moves
+// the revision that far past snap's and compacts there, so every older
+// cursor expires.
+func (s *Server) Restore(snap EtcdSnapshot, bumpRevision int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeWatchesLocked()
+	s.objects = maps.Clone(snap.objects)
+	s.history = slices.Clone(snap.history)
+	s.rv = snap.rv
+	s.compacted = min(s.compacted, s.rv)
+	if bumpRevision > 0 {
+		s.rv += bumpRevision
+		s.compacted = s.rv
+	}
+	s.cacheRV = s.rv
+	s.relistLocked()
+	s.restartLocked()
 }
 
 // OpenWatches returns the number of watches open now.
@@ -452,264 +730,6 @@ func (s *Server) Requests() []Request {
 		out[i] = *r
 	}
 	return out
-}
-
-// List calls ListWithContext with a background context.
-func (s *Server) List(options metav1.ListOptions) (runtime.Object, error) {
-	return s.ListWithContext(context.Background(), options)
-}
-
-// ListWithContext lists the collection as the kube-apiserver does:
-//
-//   - resourceVersion "" is a consistent read of the current state, paginated
-//     by Limit with continue tokens;
-//   - "0" is served from the watch cache: the current state, all of it;
-//   - any other with resourceVersionMatch NotOlderThan (or none) is the
-//     current state, unless the server has not reached it: then it answers
-//     "too large resource version" (504 with cause ResourceVersionTooLarge)
-//     after 3 seconds;
-//   - with resourceVersionMatch Exact, the state at that resourceVersion,
-//     expired (410) if compacted.
-//
-// A continue token of a list older than the last compaction is expired
-// (410), as the real server says: "the provided continue parameter is too
-// old".
-func (s *Server) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
-	s.mu.Lock()
-	req := s.recordLocked(CallList, options)
-	obj, wait, err := s.listLocked(options)
-	if err != nil {
-		req.Err = err
-	}
-	s.mu.Unlock()
-	if wait {
-		if err := s.sleep(ctx, blockTimeout); err != nil {
-			return nil, err
-		}
-	}
-	return obj, err
-}
-
-func (s *Server) listLocked(options metav1.ListOptions) (list runtime.Object, wait bool, err error) {
-	if err := s.requestFaultLocked(); err != nil {
-		return nil, false, err
-	}
-	if options.SendInitialEvents != nil {
-		return nil, false, invalidOptions(field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for list"))
-	}
-	if options.Continue != "" {
-		p, ok := s.pages[options.Continue]
-		switch {
-		case ok:
-			delete(s.pages, options.Continue)
-			return s.pageLocked(p.rv, p.items, options.Limit), false, nil
-		case s.isCompactedToken(options.Continue):
-			return nil, false, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
-		default:
-			return nil, false, apierrors.NewBadRequest("invalid continue token")
-		}
-	}
-	switch options.ResourceVersion {
-	case "":
-		return s.pageLocked(s.rv, s.sortedLocked(), options.Limit), false, nil
-	case "0":
-		return s.pageLocked(s.rv, s.sortedLocked(), 0), false, nil
-	}
-	r, err := strconv.ParseInt(options.ResourceVersion, 10, 64)
-	if err != nil || r < 0 {
-		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", options.ResourceVersion))
-	}
-	if r > s.rv {
-		return nil, true, tooLarge(r, s.rv)
-	}
-	if options.ResourceVersionMatch == metav1.ResourceVersionMatchExact {
-		if r < s.compacted {
-			return nil, false, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", r, s.compacted))
-		}
-		return s.pageLocked(r, s.stateAtLocked(r), options.Limit), false, nil
-	}
-	return s.pageLocked(s.rv, s.sortedLocked(), options.Limit), false, nil
-}
-
-// isCompactedToken reports whether token names a list whose
-// resourceVersion has been compacted away since.
-func (s *Server) isCompactedToken(token string) bool {
-	rv, _, ok := parseToken(token)
-	return ok && rv < s.compacted
-}
-
-func parseToken(token string) (rv int64, id int, ok bool) {
-	var err error
-	if _, err = fmt.Sscanf(token, "%d/%d", &rv, &id); err != nil {
-		return 0, 0, false
-	}
-	return rv, id, true
-}
-
-// pageLocked builds a list of items at rv, at most limit long (0: all),
-// with a continue token for the rest.
-func (s *Server) pageLocked(rv int64, items []runtime.Object, limit int64) runtime.Object {
-	list := newOf(s.opts.List)
-	var rest []runtime.Object
-	if limit > 0 && int64(len(items)) > limit {
-		items, rest = items[:limit], items[limit:]
-	}
-	_ = meta.SetList(list, items)
-	lm, _ := meta.ListAccessor(list)
-	lm.SetResourceVersion(strconv.FormatInt(rv, 10))
-	if len(rest) > 0 {
-		s.nextPage++
-		token := fmt.Sprintf("%d/%d", rv, s.nextPage)
-		s.pages[token] = &listPage{rv: rv, items: rest}
-		lm.SetContinue(token)
-	}
-	return list
-}
-
-// stateAtLocked rebuilds the collection as it was at rv.
-func (s *Server) stateAtLocked(rv int64) []runtime.Object {
-	state := map[objectKey]runtime.Object{}
-	for _, c := range s.history {
-		if c.rv > rv {
-			break
-		}
-		key, _ := keyOf(c.obj)
-		if c.typ == watch.Deleted {
-			delete(state, key)
-		} else {
-			state[key] = c.obj
-		}
-	}
-	return sortedCopies(state)
-}
-
-// Watch calls WatchWithContext with a background context.
-func (s *Server) Watch(options metav1.ListOptions) (watch.Interface, error) {
-	return s.WatchWithContext(context.Background(), options)
-}
-
-// WatchWithContext opens a watch as the kube-apiserver does:
-//
-//   - with sendInitialEvents=true (a watch-list; resourceVersionMatch must be
-//     NotOlderThan): an ADDED event for every object, in namespace and name
-//     order, then a bookmark annotated k8s.io/initial-events-end, then live
-//     events;
-//   - from resourceVersion "" or "0": a synthetic ADDED event for every
-//     object (no end bookmark), then live events;
-//   - from any other: every change after it, then live events. A cursor
-//     older than the watch cache's window is expired (see
-//     [ServerOptions.Expiry]); one newer than the server waits, silently,
-//     for the server to pass it.
-//
-// The watch ends on the client's timeoutSeconds, or after a random
-// [ServerOptions.MinRequestTimeout]…2× of it, or when ctx is done, or when
-// stopped. With allowWatchBookmarks it gets a bookmark every
-// [ServerOptions.BookmarkInterval] and 2s before its deadline.
-func (s *Server) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-	s.mu.Lock()
-	req := s.recordLocked(CallWatch, options)
-	w, wait, err := s.openLocked(ctx, options, req)
-	if err != nil {
-		req.Err = err
-		req.Closed = req.At
-	}
-	s.mu.Unlock()
-	if wait {
-		// The watch cache waits for a resourceVersion it has not reached.
-		if err := s.sleep(ctx, blockTimeout); err != nil {
-			return nil, err
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	go w.run()
-	return w, nil
-}
-
-func (s *Server) openLocked(ctx context.Context, options metav1.ListOptions, req *Request) (w *serverWatch, wait bool, err error) {
-	if err := s.requestFaultLocked(); err != nil {
-		return nil, false, err
-	}
-	watchList := options.SendInitialEvents != nil && *options.SendInitialEvents
-	if watchList {
-		var errs field.ErrorList
-		if options.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
-			errs = append(errs, field.Forbidden(field.NewPath("resourceVersionMatch"), "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
-		}
-		if s.faults.RefuseWatchList {
-			errs = append(errs, field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"))
-		}
-		if len(errs) > 0 {
-			return nil, false, invalidOptions(errs...)
-		}
-	} else if options.ResourceVersionMatch != "" {
-		return nil, false, invalidOptions(field.Forbidden(field.NewPath("resourceVersionMatch"), "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
-	}
-	var from int64
-	if options.ResourceVersion != "" {
-		from, err = strconv.ParseInt(options.ResourceVersion, 10, 64)
-		if err != nil || from < 0 {
-			return nil, false, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", options.ResourceVersion))
-		}
-	}
-	w = s.newWatchLocked(ctx, options, req)
-	switch {
-	case s.faults.StaleProxy:
-		w.endLocked()
-		return w, false, nil
-	case watchList && from > s.rv:
-		w.failLocked(tooLarge(from, s.rv), req)
-		return w, true, nil
-	case watchList:
-		w.initialLocked(added(s.sortedLocked()), true)
-	case from == 0:
-		w.initialLocked(added(s.sortedLocked()), false)
-	case s.expiredLocked(from):
-		expired := apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, s.oldestLocked()))
-		switch s.opts.Expiry {
-		case ExpiryOpenError:
-			w.endLocked()
-			return nil, false, expired
-		case ExpiryGoneEvent:
-			w.failLocked(apierrors.NewGone(expired.ErrStatus.Message), req)
-		default:
-			w.failLocked(expired, req)
-		}
-		return w, false, nil
-	case from > s.rv:
-		w.after = from
-	default:
-		backlog := s.history[s.windowStart:]
-		if s.opts.DisableWatchCache {
-			// Served from etcd, which keeps every revision since the last
-			// compaction.
-			backlog = s.history
-		}
-		for _, c := range backlog {
-			if c.rv > from {
-				w.pushLocked(c.rv, watch.Event{Type: c.typ, Object: c.obj.DeepCopyObject()})
-			}
-		}
-		w.sentRV = from
-	}
-	s.watches[w] = struct{}{}
-	return w, false, nil
-}
-
-// expiredLocked reports whether a resume from rv can no longer be served.
-func (s *Server) expiredLocked(rv int64) bool {
-	if s.opts.DisableWatchCache {
-		return rv < s.compacted
-	}
-	return rv < s.resumeFloor
-}
-
-func (s *Server) oldestLocked() int64 {
-	if s.opts.DisableWatchCache {
-		return s.compacted
-	}
-	return s.resumeFloor
 }
 
 // requestFaultLocked returns the error the faults in force give a new

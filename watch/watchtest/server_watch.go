@@ -2,6 +2,8 @@ package watchtest
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -9,53 +11,245 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 )
+
+// Watch calls WatchWithContext with a background context.
+func (s *Server) Watch(options metav1.ListOptions) (watch.Interface, error) {
+	return s.WatchWithContext(context.Background(), options)
+}
+
+// WatchWithContext opens a watch as the kube-apiserver 1.37 does:
+//
+//   - with sendInitialEvents=true (resourceVersionMatch must be
+//     NotOlderThan): once the watch cache has reached the resourceVersion
+//     asked for ("": etcd's current revision; past it after 3 s: HTTP 200
+//     and an ERROR event "too large resource version"), an ADDED event
+//     for every object in etcd's key order, then, if the watch asked for
+//     bookmarks (a watch-list), a bookmark annotated
+//     k8s.io/initial-events-end, then live events. Without bookmarks
+//     there is no end bookmark: the server accepts such a request as it
+//     is;
+//   - from resourceVersion "" or "0" (no sendInitialEvents): a synthetic
+//     ADDED event for every object, with no end bookmark, then live
+//     events; with sendInitialEvents=false, live events from now on;
+//   - from any other: every change after it, then live events. A cursor
+//     older than the watch cache's window is expired (see
+//     [ServerOptions.Expiry]); one newer than the watch cache is
+//     accepted and answered silently: every event and bookmark at or
+//     below it is dropped, as the cacher does.
+//
+// While a restarted watch cache initialises the call fails with 429. The
+// watch ends on the client's timeoutSeconds, or after a random
+// [ServerOptions.MinRequestTimeout]…2× of it, or when ctx is done, or when
+// stopped, or when its consumer falls behind. With allowWatchBookmarks it
+// gets a bookmark every [ServerOptions.BookmarkInterval] and 2s before
+// its deadline, if the watch cache has moved past what the watch
+// delivered.
+func (s *Server) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+	s.mu.Lock()
+	req := s.recordLocked(CallWatch, options)
+	w, wait, err := s.openLocked(ctx, options, req)
+	if err != nil {
+		req.Err = err
+		req.Closed = req.At
+	}
+	s.mu.Unlock()
+	if wait {
+		// The watch cache waits for a resourceVersion it has not reached.
+		if err := s.sleep(ctx, blockTimeout); err != nil {
+			s.dropWatch(w)
+			return nil, err
+		}
+	}
+	if !s.opts.Latency.Off && !wait && (err == nil || !isConnectionError(err)) {
+		if err := s.sleep(ctx, s.opts.Latency.Request); err != nil {
+			s.dropWatch(w)
+			return nil, err
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	go w.run()
+	return w, nil
+}
+
+// dropWatch forgets a watch whose open was abandoned by its client.
+func (s *Server) dropWatch(w *serverWatch) {
+	if w == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.watches, w)
+	if w.req.Closed.IsZero() {
+		w.req.Closed = s.clock.Now()
+	}
+}
+
+func (s *Server) openLocked(ctx context.Context, options metav1.ListOptions, req *Request) (w *serverWatch, wait bool, err error) {
+	now := s.clock.Now()
+	if err := s.requestFaultLocked(); err != nil {
+		return nil, false, err
+	}
+	if errs := s.validateWatchLocked(options); len(errs) > 0 {
+		return nil, false, invalidOptions(errs...)
+	}
+	var from int64
+	if options.ResourceVersion != "" {
+		from, err = strconv.ParseInt(options.ResourceVersion, 10, 64)
+		if err != nil || from < 0 {
+			return nil, false, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", options.ResourceVersion))
+		}
+	}
+	if err := s.notReadyLocked(now); err != nil && !s.opts.DisableWatchCache {
+		return nil, false, err
+	}
+	sendInitial := options.SendInitialEvents != nil && *options.SendInitialEvents
+	watchList := sendInitial && options.AllowWatchBookmarks
+	w = s.newWatchLocked(ctx, options, req, now)
+	if watchList && s.faults.WatchListUnsupported && !s.opts.DisableWatchCache {
+		w.failLocked(&apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Reason: metav1.StatusReasonInternalError,
+			Message: "a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled",
+		}}, req)
+		return w, false, nil
+	}
+	if s.faults.StaleProxy {
+		w.endLocked()
+		return w, false, nil
+	}
+	// The resourceVersion the watch cache must reach: for a watch with
+	// sendInitialEvents and no resourceVersion, etcd's current revision.
+	required := from
+	if options.ResourceVersion == "" && options.SendInitialEvents != nil {
+		required = s.rv
+	}
+	cacheRV := s.cacheRV
+	if s.opts.DisableWatchCache {
+		cacheRV = s.rv
+	}
+	switch {
+	case sendInitial && required > cacheRV:
+		w.failLocked(tooLarge(required, cacheRV), req)
+		return w, true, nil
+	case sendInitial, options.SendInitialEvents == nil && from == 0:
+		w.initialLocked(s.stateAtLocked(cacheRV), watchList, now)
+		w.sentRV = cacheRV
+	case options.SendInitialEvents != nil && from == 0:
+		w.sentRV = max(required, cacheRV)
+	case from < s.oldestLocked():
+		expired := apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, s.oldestLocked()))
+		switch s.opts.Expiry {
+		case ExpiryOpenError:
+			return nil, false, expired
+		case ExpiryGoneEvent:
+			w.failLocked(apierrors.NewGone(expired.ErrStatus.Message), req)
+		default:
+			w.failLocked(expired, req)
+		}
+		return w, false, nil
+	default:
+		// A cursor ahead of the cache: sentRV drops all up to it.
+		w.sentRV = from
+		backlog := s.history[s.windowStart:s.cacheIndexLocked()]
+		if s.opts.DisableWatchCache {
+			// Served from etcd, which keeps every revision since the
+			// last compaction.
+			backlog = s.history
+		}
+		for _, c := range backlog {
+			w.pushLocked(c.rv, watch.Event{Type: c.typ, Object: c.obj.DeepCopyObject()}, now)
+		}
+	}
+	s.watches[w] = struct{}{}
+	return w, false, nil
+}
+
+// validateWatchLocked holds the API server's validation of a watch's
+// options.
+func (s *Server) validateWatchLocked(options metav1.ListOptions) field.ErrorList {
+	var errs field.ErrorList
+	path := field.NewPath("resourceVersionMatch")
+	match := options.ResourceVersionMatch
+	if options.SendInitialEvents != nil {
+		if match != metav1.ResourceVersionMatchNotOlderThan {
+			errs = append(errs, field.Forbidden(path, "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
+		}
+		if s.faults.RefuseWatchList {
+			errs = append(errs, field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"))
+		}
+	}
+	if match != "" {
+		if options.SendInitialEvents == nil {
+			errs = append(errs, field.Forbidden(path, "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
+		}
+		if match != metav1.ResourceVersionMatchNotOlderThan {
+			errs = append(errs, field.NotSupported(path, match, []string{string(metav1.ResourceVersionMatchNotOlderThan)}))
+		}
+	}
+	return errs
+}
 
 // serverWatch is one watch a Server serves. Its goroutine (run) delivers
 // what is queued, in order, and owns the result channel: it closes it when
 // the watch ends, whoever ends it.
 type serverWatch struct {
-	s        *Server
-	ctx      context.Context
-	req      *Request
-	deadline time.Duration
+	s   *Server
+	ctx context.Context
+	req *Request
+	// deadline is when the server ends the watch: its timeout counts
+	// from the request.
+	deadline time.Time
 	// bookmarks is true when the client asked for them.
 	bookmarks bool
 
 	result   chan watch.Event
-	wake     chan struct{} // something was queued
+	wake     chan struct{} // something was queued, or a check is due
 	stop     chan struct{} // the client stopped the watch
 	stopOnce sync.Once
 	kill     chan struct{} // the server ended the watch
 
 	// Guarded by s.mu.
 	queue []queued
-	// after: only changes after this resourceVersion are delivered (a
-	// watch from a cursor the server has not reached yet).
-	after int64
-	// sentRV is the resourceVersion of the last change queued.
+	// sentRV is the highest resourceVersion queued: the cacher drops
+	// every event and bookmark at or below it.
 	sentRV int64
-	ended  bool
+	// initialLeft counts initial events still queued; live counts the
+	// other queued items, which fill the cacher's buffers.
+	initialLeft, live int
+	// checkAt, when set, is when the dispatcher gives up on a consumer
+	// that leaves its buffers full; budget is what it took for that.
+	checkAt time.Time
+	budget  time.Duration
+	// closing: deliver what is queued, then close (a cut-off).
+	closing bool
+	ended   bool
 }
 
 type queued struct {
 	ev watch.Event
-	// initial marks the initial events of a watch-list.
+	// initial marks the initial events of a watch with sendInitialEvents
+	// or from "" or "0"; readyAt is when one may be delivered.
 	initial bool
-	// initialEnd marks the bookmark that ends them.
+	readyAt time.Time
+	// initialEnd marks the bookmark that ends a watch-list's initial
+	// events.
 	initialEnd bool
 	// final closes the watch once sent (an ERROR event).
 	final bool
 }
 
-func (s *Server) newWatchLocked(ctx context.Context, options metav1.ListOptions, req *Request) *serverWatch {
+func (s *Server) newWatchLocked(ctx context.Context, options metav1.ListOptions, req *Request, now time.Time) *serverWatch {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	return &serverWatch{
 		s: s, ctx: ctx, req: req,
-		deadline:  s.deadlineLocked(options),
+		deadline:  now.Add(s.deadlineLocked(options)),
 		bookmarks: options.AllowWatchBookmarks,
 		result:    make(chan watch.Event),
 		wake:      make(chan struct{}, 1),
@@ -71,27 +265,56 @@ func (w *serverWatch) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
 // ResultChan returns the events.
 func (w *serverWatch) ResultChan() <-chan watch.Event { return w.result }
 
-// pushLocked queues a change.
-func (w *serverWatch) pushLocked(rv int64, ev watch.Event) {
-	if rv <= w.after {
+// capacityLocked is how many live items the cacher holds for the watch
+// before it blocks: its input buffer, and its result buffer once the
+// initial events are through it.
+func (w *serverWatch) capacityLocked() int {
+	if w.initialLeft > 0 {
+		return w.s.opts.WatchChannelSize
+	}
+	return 2 * w.s.opts.WatchChannelSize
+}
+
+// pushLocked queues a change, unless the watch has delivered past it.
+func (w *serverWatch) pushLocked(rv int64, ev watch.Event, now time.Time) {
+	if rv <= w.sentRV || w.closing {
 		return
 	}
+	if w.live >= w.capacityLocked() && w.checkAt.IsZero() {
+		// The dispatcher blocks for what is left of its budget, then
+		// closes the watch if its consumer has not made room.
+		w.budget = w.s.takeBudgetLocked(now)
+		w.checkAt = now.Add(max(w.budget, time.Millisecond))
+	}
 	w.queue = append(w.queue, queued{ev: ev})
+	w.live++
 	w.sentRV = rv
 	w.signal()
 }
 
-// initialLocked queues the current state as ADDED events, and for a
-// watch-list the bookmark that ends them.
-func (w *serverWatch) initialLocked(objects []watch.Event, watchList bool) {
-	for _, ev := range objects {
-		w.queue = append(w.queue, queued{ev: ev, initial: watchList})
+// initialLocked queues objects as initial ADDED events, paced by the
+// latency model, and for a watch-list the bookmark that ends them.
+func (w *serverWatch) initialLocked(objects []runtime.Object, watchList bool, now time.Time) {
+	lat := w.s.opts.Latency
+	start := now.Add(lat.Request)
+	for i, o := range objects {
+		var at time.Time
+		if !lat.Off {
+			at = start.Add(roundUp(time.Duration(i+1)*lat.PerObject, initialChunk))
+		}
+		w.queue = append(w.queue, queued{ev: watch.Event{Type: watch.Added, Object: o}, initial: true, readyAt: at})
 	}
+	w.initialLeft = len(objects)
 	if watchList {
-		w.queue = append(w.queue, queued{ev: w.s.bookmarkLocked(true), initialEnd: true})
+		w.queue = append(w.queue, queued{ev: w.s.bookmarkLocked(w.s.cacheRV, true), initialEnd: true})
+		w.live++
 	}
-	w.sentRV = w.s.rv
 }
+
+// initialChunk is the granularity of the initial events' pacing.
+const initialChunk = 10 * time.Millisecond
+
+func roundUp(d, unit time.Duration) time.Duration { return (d + unit - 1) / unit * unit }
 
 // failLocked queues one ERROR event, after which the watch closes.
 func (w *serverWatch) failLocked(err *apierrors.StatusError, req *Request) {
@@ -117,6 +340,32 @@ func (w *serverWatch) signal() {
 	}
 }
 
+// takeBudgetLocked takes what the cacher's dispatch budget holds.
+func (s *Server) takeBudgetLocked(now time.Time) time.Duration {
+	if elapsed := now.Sub(s.budgetAt); elapsed > 0 {
+		s.budget = min(maxDispatchBudget, s.budget+time.Duration(float64(budgetPerSecond)*elapsed.Seconds()))
+	}
+	s.budgetAt = now
+	b := s.budget
+	s.budget = 0
+	return b
+}
+
+// checkLocked runs when the dispatcher's wait for a full watch is over:
+// a consumer that made room is fine (the budget goes back); one that did
+// not is cut off, keeping what the cacher's result buffer held.
+func (w *serverWatch) checkLocked() {
+	w.checkAt = time.Time{}
+	if w.live <= w.capacityLocked() {
+		w.s.budget = min(maxDispatchBudget, w.s.budget+w.budget)
+		return
+	}
+	keep := min(len(w.queue), w.s.opts.WatchChannelSize)
+	w.queue = w.queue[:keep]
+	w.closing = true
+	delete(w.s.watches, w)
+}
+
 func (w *serverWatch) run() {
 	s := w.s
 	defer func() {
@@ -128,7 +377,8 @@ func (w *serverWatch) run() {
 		s.mu.Unlock()
 		close(w.result)
 	}()
-	deadline := s.clock.NewTimer(w.deadline)
+	lifetime := w.deadline.Sub(s.clock.Now())
+	deadline := s.clock.NewTimer(lifetime)
 	defer deadline.Stop()
 	var tick, last <-chan time.Time
 	var ticker interface {
@@ -140,19 +390,45 @@ func (w *serverWatch) run() {
 		defer t.Stop()
 		ticker, tick = t, t.C()
 	}
-	if w.bookmarks && w.deadline > bookmarkBeforeDeadline {
-		t := s.clock.NewTimer(w.deadline - bookmarkBeforeDeadline)
+	if w.bookmarks && lifetime > bookmarkBeforeDeadline {
+		t := s.clock.NewTimer(lifetime - bookmarkBeforeDeadline)
 		defer t.Stop()
 		last = t.C()
 	}
+	// wait is armed when the next event is not ready yet, or when the
+	// dispatcher's wait on this watch ends.
+	wait := s.clock.NewTimer(time.Hour)
+	wait.Stop()
+	defer wait.Stop()
 	for {
 		s.mu.Lock()
+		now := s.clock.Now()
+		if !w.checkAt.IsZero() && !now.Before(w.checkAt) {
+			w.checkLocked()
+		}
 		var next queued
 		var out chan<- watch.Event
+		var until time.Time
 		if len(w.queue) > 0 {
-			next, out = w.queue[0], w.result
+			next = w.queue[0]
+			if next.readyAt.After(now) {
+				until = next.readyAt
+			} else {
+				out = w.result
+			}
+		} else if w.closing {
+			s.mu.Unlock()
+			return
+		}
+		if !w.checkAt.IsZero() && (until.IsZero() || w.checkAt.Before(until)) {
+			until = w.checkAt
 		}
 		s.mu.Unlock()
+		var waitC <-chan time.Time
+		if !until.IsZero() {
+			wait.Reset(until.Sub(now))
+			waitC = wait.C()
+		}
 		select {
 		case out <- next.ev:
 			s.mu.Lock()
@@ -162,6 +438,7 @@ func (w *serverWatch) run() {
 			if next.final {
 				return
 			}
+		case <-waitC:
 		case <-w.wake:
 		case <-tick:
 			s.mu.Lock()
@@ -181,11 +458,23 @@ func (w *serverWatch) run() {
 		case <-w.ctx.Done():
 			return
 		}
+		if waitC != nil && !wait.Stop() {
+			select {
+			case <-waitC:
+			default:
+			}
+		}
 	}
 }
 
 // delivered records that q reached the client at now.
 func (w *serverWatch) delivered(q queued, now time.Time) {
+	switch {
+	case q.initial:
+		w.initialLeft--
+	case !q.final:
+		w.live--
+	}
 	if q.final {
 		return
 	}
@@ -198,24 +487,31 @@ func (w *serverWatch) delivered(q queued, now time.Time) {
 	}
 }
 
-// bookmarkDueLocked queues a periodic bookmark at the server's current
-// resourceVersion, unless the watch waits for a cursor the server has not
-// reached.
+// bookmarkDueLocked queues a periodic bookmark at the watch cache's
+// resourceVersion, unless the watch has delivered that far already (the
+// cacher drops a bookmark at or below a watcher's resourceVersion) or its
+// buffers are full (a bookmark is never waited for).
 func (w *serverWatch) bookmarkDueLocked() {
-	if w.s.rv <= w.after {
+	rv := w.s.cacheRV
+	if w.s.opts.DisableWatchCache {
+		rv = w.s.rv
+	}
+	if rv <= w.sentRV || w.closing || w.live >= w.capacityLocked() {
 		return
 	}
-	w.queue = append(w.queue, queued{ev: w.s.bookmarkLocked(false)})
+	w.queue = append(w.queue, queued{ev: w.s.bookmarkLocked(rv, false)})
+	w.live++
+	w.sentRV = rv
 	w.signal()
 }
 
-// bookmarkLocked builds a bookmark at the current resourceVersion: an
-// object of the collection's kind that carries only its resourceVersion
-// (and, to end a watch-list's initial events, the annotation).
-func (s *Server) bookmarkLocked(initialEnd bool) watch.Event {
+// bookmarkLocked builds a bookmark at rv: an object of the collection's
+// kind that carries only its resourceVersion (and, to end a watch-list's
+// initial events, the annotation).
+func (s *Server) bookmarkLocked(rv int64, initialEnd bool) watch.Event {
 	obj := newOf(s.opts.Object)
 	m, _ := meta.Accessor(obj)
-	m.SetResourceVersion(strconv.FormatInt(s.rv, 10))
+	m.SetResourceVersion(strconv.FormatInt(rv, 10))
 	if initialEnd {
 		m.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
 	}

@@ -27,20 +27,59 @@
 //
 // # How the simulated server differs from a real one
 //
+// It copies kube-apiserver 1.37's cacher, watch cache and etcd3 store
+// where a difference could hide a client bug: a restart's not-ready phase
+// (429 "storage is (re)initializing", Retry-After 1–30 s) after which every
+// earlier cursor is expired; the cacher's expiry threshold; bookmarks that
+// only come when the cache's revision moved; LIST semantics of limit,
+// resourceVersion and resourceVersionMatch; continue tokens and etcd's
+// "inconsistent continue" 410; a cursor ahead of the server answered by
+// silence; a watch-list at a version the cache lacks refused by an ERROR
+// event after 3 s; the slow-consumer cut-off; and requests that take time.
+// What remains different:
+//
 //   - One collection, one resource; no namespaces beyond the objects'
 //     own, no selectors (a label or field selector is accepted and
 //     ignored), no admission, no RBAC beyond [Faults.Err].
-//   - resourceVersions are the collection's own counter, not etcd's
-//     revision; [Server.AdvanceRevision] stands for writes to other
-//     resources.
-//   - A continue token is kept in memory; an exact LIST at an old
-//     resourceVersion is rebuilt from the full history (the server never
-//     forgets one).
+//   - resourceVersions are the collection's own counter plus
+//     [Server.AdvanceRevision], not a revision shared with every other
+//     resource: a real cluster moves it every few seconds (leases), so
+//     bookmarks there advance while this server's stay quiet until told.
+//   - The watch cache keeps at least WatchCacheSize events and every
+//     event younger than WatchCacheWindow; the real one sizes its buffer
+//     between 100 and 102,400 events by the same window, in powers of two.
+//   - An exact LIST or a continue token is served from the full history
+//     until [Server.Compact]; etcd compacts by itself every 5 minutes (the
+//     apiserver's --etcd-compaction-interval), and the cacher may serve
+//     them from its snapshots.
+//   - [Server.Restart] is instant for open watches (they close at once,
+//     with no error); a real apiserver's graceful shutdown closes them
+//     about 2 s in, and a single apiserver then refuses connections until
+//     its successor listens: add [Faults.Refuse] for that. The new
+//     apiserver's start-up writes move the revision by exactly one.
+//   - The slow-consumer cut-off is decided at least 1 ms after the write
+//     that filled the buffers, never at the same instant, so a consumer
+//     that takes no virtual time keeps up with any burst; the real
+//     dispatcher also stalls every other watch of the resource while it
+//     waits, which this server does not. The cacher's buffers are 10
+//     events each for a resource without a watch index; a pod watch gets
+//     up to 1000.
+//   - Latency is a model ([Latency]), not a measurement; a refused
+//     connection, and a faulted request, answers at once.
+//   - A too-large resourceVersion is decided when the request arrives: a
+//     cache that catches up during the 3 s wait still answers "too large".
+//   - [Server.Restore] restores and restarts in one step; a real etcd
+//     restore needs the apiservers restarted by hand, and until then they
+//     serve from a cache that no longer matches etcd.
 //   - The typed clientset retries a 429 or 5xx with Retry-After up to 10
 //     times before a caller sees it; the server answers each request once.
-//   - There is no slow-consumer cut-off and no HTTP/2 connection shared
-//     between watches; responses are not compressed.
-//   - A faulted request fails at once; a real one may first take its time.
+//   - There is no HTTP/2 connection shared between watches; responses are
+//     not compressed (1.37 gzips watch-list responses to clients that
+//     accept it).
+//   - A watch-list refused for a missing etcd feature
+//     ([Faults.WatchListUnsupported]) cannot be produced by the end-to-end
+//     harness, whose etcd has the feature; its shape is read from the
+//     cacher's source.
 //
 // The end-to-end tests of this module run the same scenarios against a
 // real kube-apiserver: where the two disagree, the simulation is wrong.
