@@ -354,6 +354,15 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 	for {
 		var ev apiwatch.Event
 		var open, got bool
+		if healthy != nil {
+			// Live once open for ShortSession, however many events wait
+			// (see Stream.consume).
+			select {
+			case <-healthy:
+				goLive()
+			default:
+			}
+		}
 		if healthy == nil {
 			// Steady state: take a ready event without the cost of a
 			// multi-way select, after a cheap check that the consumer

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -41,11 +42,50 @@ type probe struct {
 	// eventsBeforeSnapshot counts events delivered before any snapshot.
 	eventsBeforeSnapshot int
 
+	// seen records, in order, every change of the consumer's view: a
+	// name's version (see versionOf), or "" when the consumer lost it.
+	seen []seenChange
+
 	// fail, if set, decides whether the handler fails a call ("snapshot"
 	// or "event") at now, and with what error.
 	fail func(now time.Time, call string) error
+	// delay, if set, is how long the handler takes over a call at now.
+	delay func(now time.Time) time.Duration
 	// failures records when the handler failed.
 	failures []time.Time
+}
+
+// seenChange is one change of a consumer's view of one name.
+type seenChange struct {
+	at      time.Duration
+	name    string
+	version string
+}
+
+// versionOf names the version of an object: the judge's writes number
+// every version in a data key, "seq", unique even across an etcd restore
+// that reuses resourceVersions; other objects are known by their
+// resourceVersion.
+func versionOf(o runtime.Object) string {
+	if cm, ok := o.(*corev1.ConfigMap); ok && cm.Data["seq"] != "" {
+		return "seq" + cm.Data["seq"]
+	}
+	m, _ := meta.Accessor(o)
+	return m.GetResourceVersion()
+}
+
+// observe records that the consumer's view of name is now version ("":
+// gone). Called with p.mu held.
+func (p *probe) observeLocked(name, version string) {
+	p.seen = append(p.seen, seenChange{at: p.now(), name: name, version: version})
+}
+
+// Observe records a change of a consumer's view that the probe does not
+// handle itself (an informer's store).
+func (p *probe) Observe(name, version string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.observeLocked(name, version)
 }
 
 type stamped[T any] struct {
@@ -59,7 +99,17 @@ func newProbe() *probe {
 
 func (p *probe) now() time.Duration { return time.Since(p.start) }
 
+// wait sleeps as long as p.delay says, if it is set.
+func (p *probe) wait() {
+	if p.delay != nil {
+		if d := p.delay(time.Now()); d > 0 {
+			time.Sleep(d)
+		}
+	}
+}
+
 func (p *probe) Snapshot(_ context.Context, snap wgwatch.Snapshot) error {
+	p.wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fail != nil {
@@ -74,15 +124,23 @@ func (p *probe) Snapshot(_ context.Context, snap wgwatch.Snapshot) error {
 	}
 	p.last = rv
 	p.snapshots++
+	old := p.view
 	p.view = map[string]string{}
 	for _, o := range snap.Objects {
 		m, _ := meta.Accessor(o)
 		p.view[m.GetName()] = m.GetResourceVersion()
+		p.observeLocked(m.GetName(), versionOf(o))
+	}
+	for name := range old {
+		if _, ok := p.view[name]; !ok {
+			p.observeLocked(name, "")
+		}
 	}
 	return nil
 }
 
 func (p *probe) Event(_ context.Context, ev apiwatch.Event) error {
+	p.wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fail != nil {
@@ -105,8 +163,10 @@ func (p *probe) Event(_ context.Context, ev apiwatch.Event) error {
 	p.events++
 	if ev.Type == apiwatch.Deleted {
 		delete(p.view, m.GetName())
+		p.observeLocked(m.GetName(), "")
 	} else {
 		p.view[m.GetName()] = m.GetResourceVersion()
+		p.observeLocked(m.GetName(), versionOf(ev.Object))
 	}
 	return nil
 }
@@ -128,6 +188,7 @@ type counts struct {
 	snapshots, events, dup, regressions, eventsBeforeSnapshot int
 	states                                                    []stamped[wgwatch.State]
 	endings                                                   []stamped[wgwatch.SessionEnd]
+	seen                                                      []seenChange
 }
 
 func (p *probe) counts() counts {
@@ -137,6 +198,7 @@ func (p *probe) counts() counts {
 		snapshots: p.snapshots, events: p.events, dup: p.dup, regressions: p.regressions,
 		eventsBeforeSnapshot: p.eventsBeforeSnapshot,
 		states:               slices.Clone(p.states), endings: slices.Clone(p.endings),
+		seen:                 slices.Clone(p.seen),
 	}
 }
 

@@ -78,10 +78,13 @@ func TestStreamCursorAheadOfServerReplays(t *testing.T) {
 		s := newStream(t, srv, p, wgwatch.StreamOptions{Cursor: "5000"})
 		stop := runStream(t, s)
 		stopWrites := writer(srv, 3*time.Second)
-		time.Sleep(wgwatch.DefaultCursorCheck + time.Second)
+		// The check is answered after the 3 s the server waits for a
+		// resourceVersion it has not reached, with a Retry-After of 1 s.
+		detected := wgwatch.DefaultCursorCheck + 3*time.Second + time.Second + time.Second
+		time.Sleep(detected)
 		synctest.Wait()
 		if diff := cmp.Diff(viewOfObjects(srv.Objects()), p.viewOf()); diff != "" {
-			t.Errorf("view at %v, past CursorCheck (-server +consumer):\n%s", wgwatch.DefaultCursorCheck+time.Second, diff)
+			t.Errorf("view at %v, past CursorCheck and the server's answer (-server +consumer):\n%s%s%s%s", detected, diff, p.stateLog(), p.endingLog(10), requestLog(srv.Requests(), p.start, 10))
 		}
 		time.Sleep(20 * time.Minute)
 		stopWrites()

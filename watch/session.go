@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -313,6 +312,17 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	for {
 		var ev apiwatch.Event
 		var ok, got bool
+		if healthy != nil {
+			// A session with a backlog of events to hand to a slow
+			// handler is live as soon as it has been open for
+			// ShortSession, not when a select happens to pick the timer.
+			select {
+			case <-healthy:
+				r.live, healthy = true, nil
+				s.goneLive()
+			default:
+			}
+		}
 		if deadline == nil && healthy == nil && check == nil {
 			// Steady state: take a ready event without the cost of a
 			// multi-way select, after a cheap check that the owner is
@@ -424,29 +434,22 @@ func (s *Stream) snapshot(ctx context.Context, snap Snapshot) error {
 // and the stream replays. Match it with errors.Is.
 var ErrCursorAhead = errors.New("the server has not reached the stream's cursor")
 
-// cursorAhead asks the server, with one LIST of at most one object, for
-// its resourceVersion, and returns an error wrapping ErrCursorAhead if it
-// is behind cursor. It returns nil when the server has reached the cursor
-// and when it cannot tell: the LIST failed, or either resourceVersion is
-// not a number (some aggregated API servers).
+// cursorAhead asks the server whether its watch cache has reached cursor,
+// with one LIST of at most one object at resourceVersion cursor and
+// resourceVersionMatch NotOlderThan: served at once if it has; answered
+// after a few seconds with "too large resource version" (504, cause
+// ResourceVersionTooLarge) if it has not, as a server without a watch
+// cache answers from etcd too. It returns an error wrapping
+// ErrCursorAhead in that case, and nil otherwise: the server reached the
+// cursor, or the LIST failed otherwise and cannot tell.
 func (s *Stream) cursorAhead(ctx context.Context, cursor string) error {
-	want, err := strconv.ParseUint(cursor, 10, 64)
-	if err != nil {
+	_, err := s.lw.ListWithContext(ctx, metav1.ListOptions{
+		ResourceVersion: cursor, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 1,
+	})
+	if err == nil || !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
 		return nil
 	}
-	list, err := s.lw.ListWithContext(ctx, metav1.ListOptions{Limit: 1})
-	if err != nil || list == nil {
-		return nil
-	}
-	lm, err := meta.ListAccessor(list)
-	if err != nil {
-		return nil
-	}
-	have, err := strconv.ParseUint(lm.GetResourceVersion(), 10, 64)
-	if err != nil || have >= want {
-		return nil
-	}
-	return fmt.Errorf("%w: the server is at resourceVersion %d, the cursor at %d", ErrCursorAhead, have, want)
+	return fmt.Errorf("%w (resourceVersion %s): %w", ErrCursorAhead, cursor, err)
 }
 
 // apierrorsFromObject turns an ERROR event's object into an error; a Status

@@ -128,16 +128,20 @@ type StreamOptions struct {
 	// hours.
 	WatchTimeout time.Duration
 	// CursorCheck is how long a session resumed from a cursor may deliver
-	// nothing, no event and no bookmark, before the stream asks the server,
-	// with one LIST of at most one object, whether it has reached the
-	// cursor. A kube-apiserver answers a watch from a resourceVersion it
-	// has not reached with silence, not an error: after an etcd restore
-	// without a revision bump, a cluster rebuilt behind the same address,
-	// or a Cursor persisted from another cluster, the watch drops every
-	// event at or below the cursor. A server behind the cursor makes the
-	// stream replay (reason ResourceVersionTooLarge). At most one check per
-	// session, and none in a session that delivers anything first. A
-	// negative value turns the check off. Defaults to 10s.
+	// nothing, no event and no bookmark, before the stream asks the server
+	// whether it has reached the cursor: one LIST of at most one object at
+	// the cursor with resourceVersionMatch NotOlderThan, which the watch
+	// cache answers at once if it has, and after about 3 s with "too large
+	// resource version" if it has not. A kube-apiserver answers a watch
+	// from a resourceVersion it has not reached with silence, not an
+	// error: after an etcd restore without a revision bump, a cluster
+	// rebuilt behind the same address, or a Cursor persisted from another
+	// cluster, the watch drops every event at or below the cursor. A
+	// server behind the cursor makes the stream replay (an ending with
+	// [ErrCursorAhead], reason ResourceVersionTooLarge). At most one check
+	// per session, none in a session that delivers anything first, none
+	// after a replay (its cursor is the server's own). A negative value
+	// turns the check off. Defaults to 10s.
 	CursorCheck time.Duration
 	// ListPageSize is the page size of a LIST+WATCH replay. Defaults to
 	// 500, as client-go's pager. Every page is a round trip, and what a
