@@ -49,7 +49,7 @@ func (h *history) fill(e *Ending, now time.Time, replayed bool) {
 	}
 }
 
-// record adds the ending graded v to the history.
+// record adds the ending graded v, at now, to the history.
 func (h *history) record(e Ending, v Verdict, now time.Time) {
 	if e.Live {
 		*h = history{lastLive: now}

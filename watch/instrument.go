@@ -261,7 +261,7 @@ func (i *InstrumentedListerWatcher) live() {
 func (i *InstrumentedListerWatcher) publishLocked(st State) {
 	st.Stream, st.Resource = i.opts.Name, i.opts.Resource
 	i.mu.Lock()
-	if sameState(i.state, st) {
+	if keepState(i.state, st) {
 		i.mu.Unlock()
 		return
 	}
@@ -344,13 +344,22 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 	if !g.replay {
 		arm()
 	}
-	goLive := func() {
-		if !r.live {
-			r.live, healthy = true, nil
+	in := g.inner.ResultChan()
+	// goLive is called when the ShortSession timer has fired: live, unless
+	// a close already waits (see Stream.consume).
+	goLive := func() (ev apiwatch.Event, open, got bool) {
+		healthy = nil
+		select {
+		case ev, open = <-in:
+			got = true
+		default:
+		}
+		if !got || open {
+			r.live = true
 			g.parent.live()
 		}
+		return ev, open, got
 	}
-	in := g.inner.ResultChan()
 	for {
 		var ev apiwatch.Event
 		var open, got bool
@@ -359,11 +368,11 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			// (see Stream.consume).
 			select {
 			case <-healthy:
-				goLive()
+				ev, open, got = goLive()
 			default:
 			}
 		}
-		if healthy == nil {
+		if !got && healthy == nil {
 			// Steady state: take a ready event without the cost of a
 			// multi-way select, after a cheap check that the consumer
 			// has not stopped the watch.
@@ -385,8 +394,9 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 				r.cause = ""
 				return r, graded
 			case <-healthy:
-				goLive()
-				continue
+				if ev, open, got = goLive(); !got {
+					continue
+				}
 			case ev, open = <-in:
 			}
 		}
@@ -420,11 +430,21 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			continue
 		default:
 		}
+		var began time.Time
+		if healthy != nil {
+			began = g.parent.clock.Now()
+		}
 		select {
 		case g.result <- ev:
 		case <-g.stop:
 			r.cause = ""
 			return r, graded
+		}
+		if healthy != nil && g.parent.clock.Since(began) >= g.parent.opts.Policy.ShortSession {
+			// The informer held the event that long: what the session
+			// did meanwhile was not seen (see Stream).
+			timer.Stop()
+			arm()
 		}
 	}
 }

@@ -198,7 +198,7 @@ func (p *probe) counts() counts {
 		snapshots: p.snapshots, events: p.events, dup: p.dup, regressions: p.regressions,
 		eventsBeforeSnapshot: p.eventsBeforeSnapshot,
 		states:               slices.Clone(p.states), endings: slices.Clone(p.endings),
-		seen:                 slices.Clone(p.seen),
+		seen: slices.Clone(p.seen),
 	}
 }
 
@@ -254,8 +254,25 @@ func (p *probe) stateLog() string {
 func (p *probe) endingLog(n int) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return endingLines(p.endings[max(len(p.endings)-n, 0):])
+}
+
+// endingsBetween returns the session endings from from to to, one a line.
+func (p *probe) endingsBetween(from, to time.Duration) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var in []stamped[wgwatch.SessionEnd]
+	for _, e := range p.endings {
+		if e.at >= from && e.at <= to {
+			in = append(in, e)
+		}
+	}
+	return endingLines(in)
+}
+
+func endingLines(endings []stamped[wgwatch.SessionEnd]) string {
 	out := ""
-	for _, e := range p.endings[max(len(p.endings)-n, 0):] {
+	for _, e := range endings {
 		v := e.v.Verdict
 		out += fmt.Sprintf("\n  %9v %s %s %s after %v events=%d healthy=%v -> %s/%s pub=%v err=%v", e.at.Round(time.Millisecond),
 			e.v.Stage, v.Outcome, v.Class, e.v.Duration.Round(time.Millisecond), e.v.Events, v.Healthy, v.Next, v.Wait, v.Publish, e.v.Err)

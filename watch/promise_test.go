@@ -483,7 +483,8 @@ func (w watchListOff) Watch(o metav1.ListOptions) (apiwatch.Interface, error) {
 // A handler stuck inside a live session used to leave the stream
 // Streaming for as long as it hung, while the server's events waited
 // unread. It is Blocked within TransientGrace (and a sixth of it), needs a
-// human at ProgressDeadline, and is Streaming again once the call returns.
+// human at ProgressDeadline, and is Streaming again once the call returns
+// and the session has stayed open for ShortSession more.
 // A handler that is slow, but never stuck that long, is not a stall.
 func TestStreamHandlerStuckInLiveSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -520,8 +521,10 @@ func TestStreamHandlerStuckInLiveSession(t *testing.T) {
 		if humanAt < 0 || humanAt-stuckAt < wgwatch.DefaultProgressDeadline || humanAt-stuckAt > wgwatch.DefaultProgressDeadline+step {
 			t.Errorf("NeedsHuman published %v after the handler stuck, want within [%v, %v]", humanAt-stuckAt, wgwatch.DefaultProgressDeadline, wgwatch.DefaultProgressDeadline+step)
 		}
-		if want := stuckAt + wgwatch.DefaultProgressDeadline + time.Minute; backAt != want {
-			t.Errorf("Streaming again at %v, want at %v when the handler returned", backAt, want)
+		// The server may have closed the session while the handler hung:
+		// Streaming once it has stayed open for ShortSession more.
+		if want := stuckAt + wgwatch.DefaultProgressDeadline + time.Minute + wgwatch.DefaultShortSession; backAt != want {
+			t.Errorf("Streaming again at %v, want at %v, ShortSession after the handler returned", backAt, want)
 		}
 	})
 }
@@ -542,12 +545,13 @@ func (h *slowHandler) Event(ctx context.Context, ev apiwatch.Event) error {
 	return h.probe.Event(ctx, ev)
 }
 
-// A handler that takes its time over every call, but never TransientGrace
-// on one, is slow, not stalled: the stream stays Streaming.
+// A handler that takes its time over every call, but never
+// ShortSession, is slow, not stalled: the stream stays Streaming through a
+// burst, though the server's cut-off for slow consumers ends sessions.
 func TestStreamSlowHandlerIsNotStalled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newServer(t, watchtest.ServerOptions{}, "a")
-		h := &slowHandler{probe: newProbe(), delay: 5 * time.Second}
+		h := &slowHandler{probe: newProbe(), delay: 500 * time.Millisecond}
 		s, err := wgwatch.NewStream(srv, h, wgwatch.StreamOptions{Resource: configmaps, Observer: h.probe})
 		if err != nil {
 			t.Fatal(err)
@@ -683,6 +687,44 @@ func TestStreamStaysFlappingBehindCuttingProxy(t *testing.T) {
 			t.Errorf("Streaming again %v after the cuts stopped, want within %v", backAt, bound)
 		}
 		if diff := cmp.Diff(viewOfObjects(srv.Objects()), p.viewOf()); diff != "" {
+			t.Errorf("view (-server +consumer):\n%s", diff)
+		}
+	})
+}
+
+// A handler that takes ShortSession or more over every call cannot tell
+// whether the server kept its session open meanwhile (the cut-off for slow
+// consumers closes it): a session that has not gone live does not, and a
+// consumer that falls TransientGrace behind is Blocked, never needing a
+// human for it, and Streaming once it has caught up.
+func TestStreamHandlerBehindIsBlocked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, watchtest.ServerOptions{}, "a")
+		h := &slowHandler{probe: newProbe(), delay: 5 * time.Second}
+		s, err := wgwatch.NewStream(srv, h, wgwatch.StreamOptions{Resource: configmaps, Observer: h.probe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runStream(t, s)
+		time.Sleep(time.Minute)
+		for i := range 40 {
+			_, _ = srv.Create(watchtest.ConfigMap(fmt.Sprint("burst", i), ""))
+		}
+		time.Sleep(10 * time.Minute)
+		stop()
+		// Blocked while behind (the sessions the server cut meanwhile
+		// keep closing before they go live: Flapping), never needing a
+		// human, Streaming at the end.
+		if n := h.published(wgwatch.PhaseBlocked); n == 0 {
+			t.Errorf("never Blocked while minutes behind:%s", h.stateLog())
+		}
+		if at := h.firstNeedsHuman(); at >= 0 {
+			t.Errorf("NeedsHuman at %v for a slow handler:%s", at, h.stateLog())
+		}
+		if st := s0(h.probe); st.Phase != wgwatch.PhaseStreaming {
+			t.Errorf("state once caught up = %s/%s, want Streaming", st.Phase, st.Reason)
+		}
+		if diff := cmp.Diff(viewOfObjects(srv.Objects()), h.viewOf()); diff != "" {
 			t.Errorf("view (-server +consumer):\n%s", diff)
 		}
 	})

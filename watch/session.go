@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -48,6 +47,9 @@ type result struct {
 	// refused is true when a watch-list's first event was an ERROR that
 	// refuses the watch-list (see refusesInStream).
 	refused bool
+	// stalledAt is set when a handler stall was published in the session
+	// and it has not gone live since: the session was live until then.
+	stalledAt time.Time
 }
 
 // Session lifetimes the stream enforces itself, past what it asked the
@@ -67,7 +69,7 @@ const watchListRetry = time.Hour
 func (s *Stream) watchOptions(o metav1.ListOptions) (metav1.ListOptions, time.Duration) {
 	o.AllowWatchBookmarks = true
 	if w := s.opts.WatchTimeout; w > 0 {
-		d := w + time.Duration(rand.Int64N(int64(w)))
+		d := w + time.Duration(s.rand()*float64(w))
 		seconds := max(int64((d+time.Second-1)/time.Second), 1)
 		o.TimeoutSeconds = &seconds
 		return o, time.Duration(seconds)*time.Second + sessionGrace
@@ -265,9 +267,12 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		deadline = t.C()
 	}
 	// The session goes live once it has stayed open for ShortSession after
-	// its replay, if it had one. What it delivers before that does not
-	// make it live: behind a proxy that cuts every watch at once, an event
-	// slipping through a cut session is not health.
+	// its replay, if it had one, as far as the stream saw: time spent in a
+	// handler call that lasts ShortSession or more does not count (the
+	// server may have closed the session meanwhile). What it delivers
+	// before that does not make it live: behind a proxy that cuts every
+	// watch at once, an event slipping through a cut session is not
+	// health.
 	var healthy <-chan time.Time
 	var healthyTimer clock.Timer
 	armHealthy := func() {
@@ -289,15 +294,27 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		armHealthy()
 	}
 	if cursor != "" {
-		checkTimer = s.clock.NewTimer(s.opts.CursorCheck)
+		// The silence counts from the first session since the server
+		// last confirmed the cursor: a storm of short sessions (an
+		// apiserver restarting again and again) does not put the check
+		// off.
+		now := s.clock.Now()
+		if s.unconfirmed.IsZero() {
+			s.unconfirmed = now
+		}
+		checkTimer = s.clock.NewTimer(max(s.opts.CursorCheck-now.Sub(s.unconfirmed), 0))
 		check = checkTimer.C()
+	} else {
+		s.unconfirmed = time.Time{}
 	}
-	// heard stops the cursor check: the session delivered something.
+	// heard stops the cursor check: the server confirmed the cursor by
+	// delivering something.
 	heard := func() {
 		if check != nil {
 			checkTimer.Stop()
 			check = nil
 		}
+		s.unconfirmed = time.Time{}
 	}
 	ended := func(cause Cause, err error) result {
 		if sctx.Err() != nil && ctx.Err() == nil {
@@ -309,6 +326,22 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	}
 	first := true
 	done, results := ctx.Done(), w.ResultChan()
+	// goLive is called when the ShortSession timer has fired: the session
+	// is live, unless a close already waits in the result channel (the
+	// server ended it sooner). It returns what it took from the channel.
+	goLive := func() (ev apiwatch.Event, ok, got bool) {
+		healthy = nil
+		select {
+		case ev, ok = <-results:
+			got = true
+		default:
+		}
+		if !got || ok {
+			r.live, r.stalledAt = true, time.Time{}
+			s.goneLive()
+		}
+		return ev, ok, got
+	}
 	for {
 		var ev apiwatch.Event
 		var ok, got bool
@@ -318,12 +351,11 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			// ShortSession, not when a select happens to pick the timer.
 			select {
 			case <-healthy:
-				r.live, healthy = true, nil
-				s.goneLive()
+				ev, ok, got = goLive()
 			default:
 			}
 		}
-		if deadline == nil && healthy == nil && check == nil {
+		if !got && deadline == nil && healthy == nil && check == nil {
 			// Steady state: take a ready event without the cost of a
 			// multi-way select, after a cheap check that the owner is
 			// not done.
@@ -345,14 +377,19 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			case <-deadline:
 				return ended(CauseReplayDeadline, nil)
 			case <-healthy:
-				r.live, healthy = true, nil
-				s.goneLive()
-				continue
+				if ev, ok, got = goLive(); !got {
+					continue
+				}
 			case <-check:
 				check = nil
 				if err := s.cursorAhead(sctx, cursor); err != nil {
+					// The server never had the cursor: the session was
+					// never live, whatever it looked like.
+					r.live = false
 					return ended(CauseError, err)
 				}
+				// Confirmed for this session; the next one checks again.
+				s.unconfirmed = time.Time{}
 				continue
 			case ev, ok = <-results:
 			}
@@ -374,9 +411,30 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				continue
 			}
 			heard()
+			var began time.Time
+			if healthy != nil {
+				began = s.clock.Now()
+			}
 			s.stall.enter(s)
 			err = s.handler.Event(ctx, ev)
-			s.stall.leave(s, err)
+			stalledAt := s.stall.leave()
+			switch {
+			case !stalledAt.IsZero():
+				// Live only until the call began; live again once the
+				// session, if the server did not close it meanwhile,
+				// stays open for ShortSession.
+				r.stalledAt = stalledAt
+				if healthyTimer != nil {
+					healthyTimer.Stop()
+				}
+				armHealthy()
+			case healthy != nil && s.clock.Since(began) >= s.opts.Policy.ShortSession:
+				// The stream did not watch the session while the handler
+				// took its time: the server may have closed it. It goes
+				// live once seen open for ShortSession from now.
+				healthyTimer.Stop()
+				armHealthy()
+			}
 			if err != nil {
 				return ended(CauseHandler, err)
 			}
@@ -419,11 +477,12 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	}
 }
 
-// snapshot delivers snap to the handler, watched for a stall.
+// snapshot delivers snap to the handler, watched for a stall (only
+// published in a live session: a replay's is covered by escalations).
 func (s *Stream) snapshot(ctx context.Context, snap Snapshot) error {
 	s.stall.enter(s)
 	err := s.handler.Snapshot(ctx, snap)
-	s.stall.leave(s, err)
+	s.stall.leave()
 	return err
 }
 

@@ -19,9 +19,11 @@ import (
 // call after the stream was idle, and it disarms itself when it finds no
 // call in progress. A call stuck for TransientGrace (within one step) in a
 // live session makes the stream Blocked with [ReasonHandlerStalled]; for
-// ProgressDeadline, Blocked and needing a human. When the call returns
-// without an error the stream is Streaming again; an error ends the
-// session, which is graded as any handler error.
+// ProgressDeadline, Blocked and needing a human. The session was live
+// only until the call began: when the call returns the stream is
+// Streaming again once the session has stayed open for ShortSession more;
+// if it ends first, it is graded as a session that was not live, with the
+// trouble counted from the call's start.
 type stallWatch struct {
 	// calls counts entries into and exits from the handler: odd while a
 	// call is in progress.
@@ -30,10 +32,12 @@ type stallWatch struct {
 	armed atomic.Bool
 	// stalled is true while a stall is published.
 	stalled atomic.Bool
-
 	mu      sync.Mutex
 	running bool
 	timer   stopper
+	// stalledAt is when the call whose stall was published began (as the
+	// timer saw it).
+	stalledAt time.Time
 	// seen is the value of calls when the call in progress was first
 	// seen, at since.
 	seen  uint64
@@ -72,19 +76,22 @@ func (w *stallWatch) enter(s *Stream) {
 	}
 }
 
-// leave is called after each handler call, with what it returned.
-func (w *stallWatch) leave(s *Stream, err error) {
+// leave is called after each handler call. If a stall was published
+// while the call was in progress, it returns when the call began: the
+// session was live until then, and, if it is still open, must stay open
+// for ShortSession again before the stream is Streaming (the server may
+// have closed it meanwhile). It returns the zero time otherwise.
+func (w *stallWatch) leave() time.Time {
 	w.calls.Add(1)
 	if !w.stalled.Load() {
-		return
+		return time.Time{}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.stalled.CompareAndSwap(true, false) || err != nil || !w.running || !s.live.Load() {
-		// An error ends the session: its ending is graded.
-		return
+	if !w.stalled.CompareAndSwap(true, false) {
+		return time.Time{}
 	}
-	s.goneLive()
+	return w.stalledAt
 }
 
 func (w *stallWatch) arm(s *Stream) {
@@ -140,6 +147,7 @@ func (w *stallWatch) check(s *Stream) {
 				w.seen, w.since = w.calls.Load(), now
 				break
 			}
+			w.stalledAt = w.since
 			s.esc.now(st)
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/util/watchlist"
 	"k8s.io/utils/clock"
 
+	"math/rand/v2"
+
 	"golang.org/x/time/rate"
 
 	"github.com/watchgrade/watchgrade/internal/backoff"
@@ -138,10 +140,13 @@ type StreamOptions struct {
 	// rebuilt behind the same address, or a Cursor persisted from another
 	// cluster, the watch drops every event at or below the cursor. A
 	// server behind the cursor makes the stream replay (an ending with
-	// [ErrCursorAhead], reason ResourceVersionTooLarge). At most one check
-	// per session, none in a session that delivers anything first, none
-	// after a replay (its cursor is the server's own). A negative value
-	// turns the check off. Defaults to 10s.
+	// [ErrCursorAhead], reason ResourceVersionTooLarge). The silence
+	// counts across sessions that end before it is up (an apiserver
+	// restarting again and again), from the first session since the
+	// server last confirmed the cursor. At most one check per session,
+	// none in a session that delivers anything first, none after a replay
+	// (its cursor is the server's own). A negative value turns the check
+	// off. Defaults to 10s.
 	CursorCheck time.Duration
 	// ListPageSize is the page size of a LIST+WATCH replay. Defaults to
 	// 500, as client-go's pager. Every page is a round trip, and what a
@@ -232,6 +237,8 @@ type Stream struct {
 
 	// Owned by the goroutine in Run.
 	backoff backoff.Backoff
+	// rand draws the jitter of watch timeouts and backoffs, in [0, 1).
+	rand    func() float64
 	replays *rate.Limiter
 	// initialSync is true until the first replay of a stream that started
 	// without a cursor: only that one is published as InitialSync.
@@ -242,6 +249,10 @@ type Stream struct {
 	// watchListPaused is when a watch-list may be tried again after one
 	// timed out.
 	watchListPaused time.Time
+	// unconfirmed is when the first session opened since the server last
+	// confirmed the cursor (an event or a bookmark delivered, a check);
+	// zero while it is confirmed.
+	unconfirmed time.Time
 
 	mu     sync.Mutex
 	cursor string
@@ -284,7 +295,8 @@ func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, 
 		handler:      h,
 		opts:         opts,
 		clock:        opts.Clock,
-		backoff:      backoff.Backoff{Initial: opts.InitialBackoff, Max: opts.MaxBackoff},
+		backoff:      backoff.Backoff{Initial: opts.InitialBackoff, Max: opts.MaxBackoff, Rand: rand.Float64},
+		rand:         rand.Float64,
 		replays:      rate.NewLimiter(rate.Every(opts.MaxBackoff), replayBurst),
 		watchListOff: opts.DisableWatchList || watchlist.DoesClientNotSupportWatchListSemantics(lw),
 		cursor:       opts.Cursor,
@@ -354,6 +366,12 @@ func (s *Stream) Run(ctx context.Context) error {
 		}
 		s.replayDone(r)
 		now := s.clock.Now()
+		if !r.stalledAt.IsZero() {
+			// The session was live until its handler stalled, not
+			// since: its trouble began then.
+			hist = newHistory(r.stalledAt)
+			r.live = false
+		}
 		e := Ending{
 			OwnerDone: ctx.Err() != nil,
 			Stage:     r.stage,
@@ -451,13 +469,11 @@ func (s *Stream) stamp(st State) State {
 }
 
 // publishLocked makes st the current state and tells the observer, unless
-// it differs from what observers last heard only in its message (then
-// nothing changes, so State and observers agree). The escalator's mutex is
-// held.
+// it says nothing new (see keepState). The escalator's mutex is held.
 func (s *Stream) publishLocked(st State) {
 	st = s.stamp(st)
 	s.mu.Lock()
-	if s.announced && sameState(s.state, st) {
+	if s.announced && keepState(s.state, st) {
 		s.mu.Unlock()
 		return
 	}
@@ -466,9 +482,19 @@ func (s *Stream) publishLocked(st State) {
 	s.opts.Observer.StateChanged(st)
 }
 
-// sameState reports whether a and b agree in everything but the message.
-func sameState(a, b State) bool {
-	return a.Phase == b.Phase && a.Reason == b.Reason && a.NeedsHuman == b.NeedsHuman
+// keepState reports whether a stream in state cur keeps it rather than
+// publish next: next differs only in its message (then nothing changes,
+// so State and observers agree), or next is Replaying while cur is
+// Blocked. A stream that is blocked and replays has made no progress: its
+// sessions end in different ways under one fault that does not change (a
+// cut session, then a replay after an expiry), and publishing each would
+// make the state, and a Ready condition built on it, flip back and forth.
+// Streaming ends the run of trouble.
+func keepState(cur, next State) bool {
+	if next.Phase == PhaseReplaying && cur.Phase == PhaseBlocked {
+		return true
+	}
+	return cur.Phase == next.Phase && cur.Reason == next.Reason && cur.NeedsHuman == next.NeedsHuman
 }
 
 var streamingState = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the stream is delivering live events"}

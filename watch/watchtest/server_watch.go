@@ -162,7 +162,10 @@ func (s *Server) openLocked(ctx context.Context, options metav1.ListOptions, req
 			backlog = s.history
 		}
 		for _, c := range backlog {
-			w.pushLocked(c.rv, watch.Event{Type: c.typ, Object: c.obj.DeepCopyObject()}, now)
+			if c.rv > w.sentRV {
+				w.queue = append(w.queue, queued{ev: watch.Event{Type: c.typ, Object: c.obj.DeepCopyObject()}, backlog: true})
+				w.sentRV = c.rv
+			}
 		}
 	}
 	s.watches[w] = struct{}{}
@@ -241,6 +244,10 @@ type queued struct {
 	initialEnd bool
 	// final closes the watch once sent (an ERROR event).
 	final bool
+	// backlog marks what the watch cache held past a resume's cursor
+	// when the watch opened: the cacher sends it before it takes live
+	// events, so it is not held against the consumer's buffers.
+	backlog bool
 }
 
 func (s *Server) newWatchLocked(ctx context.Context, options metav1.ListOptions, req *Request, now time.Time) *serverWatch {
@@ -472,7 +479,7 @@ func (w *serverWatch) delivered(q queued, now time.Time) {
 	switch {
 	case q.initial:
 		w.initialLeft--
-	case !q.final:
+	case !q.final && !q.backlog:
 		w.live--
 	}
 	if q.final {
