@@ -487,3 +487,29 @@ func TestServerLatency(t *testing.T) {
 		}
 	})
 }
+
+// TestServerLegacyWatchIsDefaultedToWatchList: a watch from "" or "0" with
+// bookmarks ends its synthetic ADDED events with the annotated bookmark,
+// as the API server defaults it to sendInitialEvents=true; not with the
+// WatchList feature off.
+func TestServerLegacyWatchIsDefaultedToWatchList(t *testing.T) {
+	for _, rv := range []string{"", "0"} {
+		synctest.Test(t, func(t *testing.T) {
+			s := watchtest.NewServer(watchtest.ServerOptions{})
+			ok(t)(s.Create(watchtest.ConfigMap("a", "")))
+			w := watchFrom(t, s, rv)
+			time.Sleep(100 * time.Millisecond) // initial events take time
+			if diff := cmp.Diff([]string{"ADDED a@2", "BOOKMARK end@2"}, first(pending(w))); diff != "" {
+				t.Errorf("watch from %q with bookmarks (-want +got):\n%s", rv, diff)
+			}
+			w.Stop()
+			s.SetFaults(watchtest.Faults{RefuseWatchList: true})
+			w = watchFrom(t, s, rv)
+			time.Sleep(100 * time.Millisecond)
+			if diff := cmp.Diff([]string{"ADDED a@2"}, first(pending(w))); diff != "" {
+				t.Errorf("watch from %q with the WatchList feature off (-want +got):\n%s", rv, diff)
+			}
+			w.Stop()
+		})
+	}
+}

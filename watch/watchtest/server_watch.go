@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 )
 
 // Watch calls WatchWithContext with a background context.
@@ -32,9 +33,13 @@ func (s *Server) Watch(options metav1.ListOptions) (watch.Interface, error) {
 //     k8s.io/initial-events-end, then live events. Without bookmarks
 //     there is no end bookmark: the server accepts such a request as it
 //     is;
-//   - from resourceVersion "" or "0" (no sendInitialEvents): a synthetic
-//     ADDED event for every object, with no end bookmark, then live
-//     events; with sendInitialEvents=false, live events from now on;
+//   - from resourceVersion "" or "0" with neither sendInitialEvents nor
+//     resourceVersionMatch: the same, as the API server defaults such a
+//     request to sendInitialEvents=true (so with bookmarks it ends its
+//     synthetic ADDED events with the annotated bookmark too), unless
+//     the WatchList feature is off ([Faults.RefuseWatchList]): then the
+//     ADDED events and no bookmark; with sendInitialEvents=false, live
+//     events from now on;
 //   - from any other: every change after it, then live events. A cursor
 //     older than the watch cache's window is expired (see
 //     [ServerOptions.Expiry]); one newer than the watch cache is
@@ -94,6 +99,14 @@ func (s *Server) openLocked(ctx context.Context, options metav1.ListOptions, req
 	now := s.clock.Now()
 	if err := s.requestFaultLocked(); err != nil {
 		return nil, false, err
+	}
+	if !s.faults.RefuseWatchList && options.SendInitialEvents == nil && options.ResourceVersionMatch == "" &&
+		(options.ResourceVersion == "" || options.ResourceVersion == "0") {
+		// The API server's defaulting (SetListOptionsDefaults, with the
+		// WatchList feature on): a legacy watch from "" or "0" is a
+		// watch with initial events, at "" a consistent one.
+		options.SendInitialEvents = ptr.To(true)
+		options.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
 	}
 	if errs := s.validateWatchLocked(options); len(errs) > 0 {
 		return nil, false, invalidOptions(errs...)
