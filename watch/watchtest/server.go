@@ -238,9 +238,9 @@ type Server struct {
 	knownCompacted int64
 	cacherStart    time.Time
 
-	faults    Faults
-	watches   map[*serverWatch]struct{}
-	requests  []*Request
+	faults   Faults
+	watches  map[*serverWatch]struct{}
+	requests []*Request
 	// The cacher's dispatch budget: how long a write may wait for slow
 	// consumers before they are closed.
 	budget   time.Duration
