@@ -39,6 +39,7 @@ type parityBackend interface {
 	// write creates or updates a ConfigMap of the family's collection and
 	// returns its resourceVersion.
 	write(ctx context.Context, name string) string
+	remove(ctx context.Context, name string)
 	// elsewhere writes outside the collection: etcd's revision moves.
 	elsewhere(ctx context.Context)
 	// current returns etcd's current revision, from a consistent LIST.
@@ -115,6 +116,7 @@ func parityFamilies() []parityFamily {
 			from := b.write(ctx, "a")
 			b.write(ctx, "b")
 			b.write(ctx, "a")
+			b.remove(ctx, "b")
 			w, err := b.watch(ctx, metav1.ListOptions{ResourceVersion: from, TimeoutSeconds: ptr.To[int64](1)})
 			return append(opened(err), drain(w, 5*time.Second)...)
 		}},
@@ -158,7 +160,8 @@ func parityFamilies() []parityFamily {
 		}},
 		{"list-too-large", func(ctx context.Context, b parityBackend) []string {
 			_, err := b.list(ctx, metav1.ListOptions{ResourceVersion: plus(b.current(ctx), 1000)})
-			return []string{listed(nil, err)}
+			_, err2 := b.list(ctx, metav1.ListOptions{ResourceVersion: plus(b.current(ctx), 1000), ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+			return []string{listed(nil, err), listed(nil, err2)}
 		}},
 		{"expiry-after-restart", func(ctx context.Context, b parityBackend) []string {
 			cursor := b.write(ctx, "a")
@@ -412,6 +415,12 @@ func (r *realBackend) write(ctx context.Context, name string) string {
 	return got.ResourceVersion
 }
 
+func (r *realBackend) remove(ctx context.Context, name string) {
+	if err := r.client.CoreV1().ConfigMaps(r.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		panic(fmt.Sprintf("parity delete %s: %v", name, err))
+	}
+}
+
 func (r *realBackend) elsewhere(ctx context.Context) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "elsewhere-"}}
 	if _, err := r.client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
@@ -460,6 +469,12 @@ func (b *simBackend) write(_ context.Context, name string) string {
 		panic(fmt.Sprintf("parity write %s: %v", name, err))
 	}
 	return got.(*corev1.ConfigMap).ResourceVersion
+}
+
+func (b *simBackend) remove(_ context.Context, name string) {
+	if err := b.s.Delete("default", name); err != nil {
+		panic(fmt.Sprintf("parity delete %s: %v", name, err))
+	}
 }
 
 func (b *simBackend) elsewhere(context.Context)      { b.s.AdvanceRevision(1) }
