@@ -513,3 +513,26 @@ func TestServerLegacyWatchIsDefaultedToWatchList(t *testing.T) {
 		})
 	}
 }
+
+// TestServerRestartExpiresCaughtUpCursor (defect 10): a cursor at the
+// server's revision, taken just before a restart, is expired once the new
+// watch cache is up. It uses only API that main has, to show it fails
+// there.
+func TestServerRestartExpiresCaughtUpCursor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := watchtest.NewServer(watchtest.ServerOptions{})
+		ok(t)(s.Create(watchtest.ConfigMap("a", "")))
+		cursor := s.ResourceVersion()
+		s.Restart()
+		time.Sleep(30 * time.Second)
+		w, err := s.Watch(metav1.ListOptions{ResourceVersion: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := pending(w)
+		w.Stop()
+		if diff := cmp.Diff([]string{"ERROR 410"}, got); diff != "" {
+			t.Errorf("resume from the caught-up cursor %s after a restart (-want +got):\n%s", cursor, diff)
+		}
+	})
+}

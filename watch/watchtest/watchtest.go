@@ -64,6 +64,11 @@
 //     leases every few seconds), so every cursor expires; on a real
 //     server a cursor at etcd's current revision survives a restart if
 //     nothing at all was written in between.
+//   - A watch gets a bookmark every BookmarkInterval and one 2 s before
+//     its deadline, each only if the revision moved. The real cacher
+//     schedules them in one-second buckets and may send one more a second
+//     later when the revision moved again.
+//   - A LIST in flight when [Server.Restart] runs still completes.
 //   - The watch cache follows etcd at once; a real one lags it by a few
 //     milliseconds, so a LIST or watch from "0" just after a write may
 //     not show it yet.
