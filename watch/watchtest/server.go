@@ -94,7 +94,10 @@ type ServerOptions struct {
 // its initial events (a watch-list's, or those of a watch from "" or
 // "0") become available at PerObject each, in chunks of at least 10 ms,
 // so a long replay can be cut part-way by the watch's deadline or a fault.
-// A LIST is a snapshot of its start; it is delivered at its end.
+// Live events that arrive meanwhile wait behind the initial ones in the
+// cacher's input buffer: more than WatchChannelSize of them cut the watch
+// off, as on a real server. A LIST is a snapshot of its start; it is
+// delivered at its end.
 type Latency struct {
 	// Request is the fixed cost of each request. Defaults to 1ms.
 	Request time.Duration
@@ -181,6 +184,10 @@ type Request struct {
 	Closed time.Time
 	// Events counts the events and bookmarks the watch delivered.
 	Events int
+	// CutOff is true when the server closed the watch because its
+	// consumer left the cacher's buffers full (see [ServerOptions]
+	// WatchChannelSize).
+	CutOff bool
 }
 
 // Server is a simulated API server for one collection: a stateful,

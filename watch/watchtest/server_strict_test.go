@@ -382,6 +382,13 @@ func TestServerSlowConsumerIsCut(t *testing.T) {
 		if !closed || len(got) != 10 {
 			t.Errorf("slow consumer got %d events, closed %v; want the 10 of its result buffer, then a close", len(got), closed)
 		}
+		var cut []bool
+		for _, r := range s.Requests() {
+			cut = append(cut, r.CutOff)
+		}
+		if diff := cmp.Diff([]bool{false, true}, cut); diff != "" {
+			t.Errorf("Requests().CutOff (-want +got):\n%s", diff)
+		}
 		fast.Stop()
 		<-done
 		if fastGot != 100 {

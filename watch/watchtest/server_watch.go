@@ -376,6 +376,7 @@ func (w *serverWatch) checkLocked() {
 	keep := min(len(w.queue), w.s.opts.WatchChannelSize)
 	w.queue = w.queue[:keep]
 	w.closing = true
+	w.req.CutOff = true
 	delete(w.s.watches, w)
 }
 
