@@ -543,3 +543,40 @@ func TestServerRestartExpiresCaughtUpCursor(t *testing.T) {
 		}
 	})
 }
+
+// TestServerLongReplayUnderWritesIsCut: live events that pile up behind a
+// slow watch-list's initial events fill the cacher's input buffer, and the
+// watch is cut off before its end bookmark.
+func TestServerLongReplayUnderWritesIsCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := watchtest.NewServer(watchtest.ServerOptions{Latency: watchtest.Latency{PerObject: time.Millisecond}})
+		for i := range 500 {
+			ok(t)(s.Create(watchtest.ConfigMap(fmt.Sprintf("o%03d", i), "")))
+		}
+		w, err := s.Watch(watchList(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			ok(t)(s.Create(watchtest.ConfigMap(fmt.Sprint("live", i), "")))
+		}
+		got := rest(w)
+		if strings.Contains(strings.Join(got, " "), "end@") || len(got) >= 500 {
+			t.Errorf("watch-list with 20 writes during its 0.5 s replay delivered %d events, end bookmark %v; want a cut before the end",
+				len(got), strings.Contains(strings.Join(got, " "), "end@"))
+		}
+		// With fewer writes than the buffer holds, it completes.
+		w, err = s.Watch(watchList(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			ok(t)(s.Create(watchtest.ConfigMap(fmt.Sprint("more", i), "")))
+		}
+		got = next(t, w, 520+1+5)
+		if !strings.Contains(got[520], "end@") {
+			t.Errorf("event 521 = %s, want the end bookmark", got[520])
+		}
+		w.Stop()
+	})
+}
