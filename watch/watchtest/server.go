@@ -565,16 +565,19 @@ func (s *Server) closeWatchesLocked() {
 }
 
 // FailWatches ends every open watch with an ERROR event carrying err, after
-// what was queued for it: what a client sees when a stream is reset mid-way
-// (client-go turns an HTTP/2 INTERNAL_ERROR into a 500 "unable to decode an
-// event from the watch stream"), or a 410 as an etcd compaction sends one to
-// an uncached watch. err must be an API status error; anything else is
-// sent as a 500.
+// what was queued for it and ready to send (initial events the latency
+// model has not produced yet are cut): what a client sees when a stream is
+// reset mid-way (client-go turns an HTTP/2 INTERNAL_ERROR into a 500
+// "unable to decode an event from the watch stream"), or a 410 as an etcd
+// compaction sends one to an uncached watch. err must be an API status
+// error; anything else is sent as a 500.
 func (s *Server) FailWatches(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	status := asStatusError(err)
+	now := s.clock.Now()
 	for w := range s.watches {
+		w.cutUnreadyLocked(now)
 		w.failLocked(status, nil)
 		delete(s.watches, w) // no live events after the ERROR
 		w.signal()

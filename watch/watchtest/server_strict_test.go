@@ -492,6 +492,18 @@ func TestServerLatency(t *testing.T) {
 		if len(got) < 250 || len(got) > 300 || strings.Contains(strings.Join(got, " "), "end@") {
 			t.Errorf("watch-list cut at 300ms delivered %d events (end bookmark: %v), want about 290 and no end", len(got), strings.Contains(strings.Join(got, " "), "end@"))
 		}
+		// A reset mid-replay cuts it too: what was produced, then the ERROR.
+		s.SetFaults(watchtest.Faults{})
+		w, err = s.Watch(watchList(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		s.FailWatches(apierrors.NewInternalError(fmt.Errorf("stream error: INTERNAL_ERROR")))
+		got = rest(w)
+		if n := len(got); n < 80 || n > 110 || got[n-1] != "ERROR 500" {
+			t.Errorf("watch-list reset at 100ms delivered %d events ending %q, want about 95 then ERROR 500", n, got[n-1])
+		}
 	})
 }
 

@@ -329,6 +329,17 @@ const initialChunk = 10 * time.Millisecond
 
 func roundUp(d, unit time.Duration) time.Duration { return (d + unit - 1) / unit * unit }
 
+// cutUnreadyLocked drops the initial events not produced by now, and
+// everything queued behind them.
+func (w *serverWatch) cutUnreadyLocked(now time.Time) {
+	for i, q := range w.queue {
+		if q.readyAt.After(now) {
+			w.queue = w.queue[:i]
+			return
+		}
+	}
+}
+
 // failLocked queues one ERROR event, after which the watch closes.
 func (w *serverWatch) failLocked(err *apierrors.StatusError, req *Request) {
 	st := err.Status()
