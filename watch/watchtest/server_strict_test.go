@@ -592,3 +592,30 @@ func TestServerLongReplayUnderWritesIsCut(t *testing.T) {
 		w.Stop()
 	})
 }
+
+// TestServerRestartTwiceAnHourApart: the second restart expires the
+// cursors taken after the first, and its not-ready phase starts afresh.
+func TestServerRestartTwiceAnHourApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := watchtest.NewServer(watchtest.ServerOptions{RestartNotReady: 20 * time.Second})
+		ok(t)(s.Create(watchtest.ConfigMap("a", "")))
+		s.Restart()
+		time.Sleep(time.Hour)
+		ok(t)(s.Update(watchtest.ConfigMap("a", "")))
+		cursor := s.ResourceVersion()
+		w := watchFrom(t, s, cursor) // valid after the first restart
+		s.Restart()
+		if got := rest(w); len(got) != 0 {
+			t.Errorf("open watch at the second restart got %v, want a clean close", got)
+		}
+		time.Sleep(19 * time.Second)
+		if _, err := s.Watch(metav1.ListOptions{ResourceVersion: cursor}); !apierrors.IsTooManyRequests(err) || retryAfter(err) != 3 {
+			t.Errorf("Watch() 19s into the second restart = %v (Retry-After %d), want 429 with Retry-After 3", err, retryAfter(err))
+		}
+		time.Sleep(time.Second)
+		w = watchFrom(t, s, cursor)
+		if diff := cmp.Diff([]string{"ERROR 410"}, rest(w)); diff != "" {
+			t.Errorf("cursor from between the restarts (-want +got):\n%s", diff)
+		}
+	})
+}
