@@ -202,4 +202,3 @@ func (s *Server) validateWatchLocked(options metav1.ListOptions) field.ErrorList
 	}
 	return errs
 }
-
