@@ -108,7 +108,7 @@ func parityFamilies() []parityFamily {
 		{"start-zero", func(ctx context.Context, b parityBackend) []string {
 			b.write(ctx, "b")
 			b.write(ctx, "a")
-			time.Sleep(200 * time.Millisecond) // "0" is served from a cache that may lag etcd
+			time.Sleep(500 * time.Millisecond) // "0" is served from a cache that may lag etcd
 			w, err := b.watch(ctx, metav1.ListOptions{ResourceVersion: "0", AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](1)})
 			return append(opened(err), drain(w, 5*time.Second)...)
 		}},
