@@ -102,6 +102,14 @@
 //
 // The end-to-end tests of this module run the same scenarios against a
 // real kube-apiserver: where the two disagree, the simulation is wrong.
+// One of them (TestParity) plays 17 fault families (routine timeout,
+// starts from "" and "0", resume, watch-lists with and without
+// bookmarks, a refused watch-list, bookmarks before the deadline, a cursor
+// ahead, too-large versions, expiry after a restart, compaction during a
+// paged LIST and the list expiries after it, LIST semantics, a slow
+// consumer) against both and compares what the client sees: status codes,
+// event types and order, error shapes, bookmarks and their annotation.
+// Every difference it finds must be one listed above.
 //
 // Inside synctest bubbles, client-go's runtime.HandleError sleeps for
 // decades after a reflector's first error; call [DisableHandleErrorBackoff]
