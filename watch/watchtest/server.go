@@ -79,6 +79,13 @@ type ServerOptions struct {
 	// Latency is how long requests and initial events take. The zero
 	// value is the default model; see [Latency].
 	Latency Latency
+	// CompactionInterval is the kube-apiserver's --etcd-compaction-interval:
+	// every interval its compactor compacts etcd at the revision it saw
+	// one interval before (none at the first tick), so exact lists,
+	// continue tokens and, with DisableWatchCache, resumes from a cursor
+	// more than one to two intervals old expire. Defaults to 5m; negative
+	// is none ([Server.Compact] still compacts on demand).
+	CompactionInterval time.Duration
 	// WatchChannelSize is the size of each of the cacher's two buffers
 	// per watch (its input and its result channel): a watch whose
 	// consumer leaves more live events than they hold unread is closed
@@ -243,6 +250,12 @@ type Server struct {
 	compactedAt    time.Time
 	knownCompacted int64
 	cacherStart    time.Time
+	// The apiserver's own compactor: ticks every CompactionInterval from
+	// the start; ticks counts those processed, tickRV is the revision
+	// seen at the last one.
+	start  time.Time
+	ticks  int64
+	tickRV int64
 
 	faults   Faults
 	watches  map[*serverWatch]struct{}
@@ -321,6 +334,9 @@ func NewServer(opts ServerOptions) *Server {
 			opts.Latency.PerObject = 20 * time.Microsecond
 		}
 	}
+	if opts.CompactionInterval == 0 {
+		opts.CompactionInterval = 5 * time.Minute
+	}
 	if opts.WatchChannelSize <= 0 {
 		opts.WatchChannelSize = 10
 	}
@@ -337,6 +353,7 @@ func NewServer(opts ServerOptions) *Server {
 		budgetAt: opts.Clock.Now(),
 
 		cacherStart: opts.Clock.Now(),
+		start:       opts.Clock.Now(),
 	}
 }
 
@@ -396,6 +413,7 @@ func (s *Server) Delete(namespace, name string) error {
 func (s *Server) writeLocked(typ watch.EventType, key objectKey, obj runtime.Object) runtime.Object {
 	now := s.clock.Now()
 	s.settleLocked(now)
+	s.autoCompactLocked(now)
 	s.rv++
 	stored := obj.DeepCopyObject()
 	m, _ := meta.Accessor(stored)

@@ -182,8 +182,9 @@ func (s *Server) Restart() {
 
 func (s *Server) restartLocked() {
 	s.closeWatchesLocked()
-	s.rv++
 	now := s.clock.Now()
+	s.autoCompactLocked(now)
+	s.rv++
 	s.notReadyUntil, s.notReadySince = time.Time{}, time.Time{}
 	if s.opts.RestartNotReady > 0 && !s.opts.DisableWatchCache {
 		s.notReadyUntil, s.notReadySince = now.Add(s.opts.RestartNotReady), now
@@ -203,8 +204,27 @@ func (s *Server) Compact() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
+	s.autoCompactLocked(now)
 	s.knownCompactionLocked(now)
 	s.compacted, s.compactedAt = s.rv, now
+}
+
+// autoCompactLocked plays the apiserver's compactor up to now. It runs
+// before every change of the revision, so the revision at each tick not
+// yet played is the current one.
+func (s *Server) autoCompactLocked(now time.Time) {
+	if s.opts.CompactionInterval <= 0 {
+		return
+	}
+	for due := int64(now.Sub(s.start) / s.opts.CompactionInterval); s.ticks < due; {
+		s.ticks++
+		at := s.start.Add(time.Duration(s.ticks) * s.opts.CompactionInterval)
+		if s.ticks > 1 && s.tickRV > s.compacted {
+			s.knownCompactionLocked(at)
+			s.compacted, s.compactedAt = s.tickRV, at
+		}
+		s.tickRV = s.rv
+	}
 }
 
 // compactorPoll is how often the cacher reads etcd's compaction revision.
@@ -245,7 +265,9 @@ func (s *Server) cacheServesExactLocked(rv int64, now time.Time) bool {
 func (s *Server) AdvanceRevision(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.settleLocked(s.clock.Now())
+	now := s.clock.Now()
+	s.settleLocked(now)
+	s.autoCompactLocked(now)
 	s.rv += int64(max(n, 0))
 	if !s.faults.StallCache && s.notReadyUntil.IsZero() {
 		s.cacheRV = s.rv
@@ -283,11 +305,13 @@ func (s *Server) Snapshot() EtcdSnapshot {
 func (s *Server) Restore(snap EtcdSnapshot, bumpRevision int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.autoCompactLocked(s.clock.Now())
 	s.closeWatchesLocked()
 	s.objects = maps.Clone(snap.objects)
 	s.history = slices.Clone(snap.history)
 	s.rv = snap.rv
 	s.compacted = min(s.compacted, s.rv)
+	s.tickRV = min(s.tickRV, s.rv)
 	if bumpRevision > 0 {
 		s.rv += bumpRevision
 		s.compacted = s.rv

@@ -619,3 +619,33 @@ func TestServerRestartTwiceAnHourApart(t *testing.T) {
 		}
 	})
 }
+
+// TestServerCompactsEveryFiveMinutes: the apiserver's compactor compacts
+// at the revision it saw one interval before; an uncached resume from an
+// older cursor, and an exact list there, then expire.
+func TestServerCompactsEveryFiveMinutes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := watchtest.NewServer(watchtest.ServerOptions{DisableWatchCache: true})
+		ok(t)(s.Create(watchtest.ConfigMap("a", ""))) // 2
+		time.Sleep(time.Minute)
+		ok(t)(s.Create(watchtest.ConfigMap("b", ""))) // 3
+		time.Sleep(8 * time.Minute)                   // tick 1 (5m) saw 3; tick 2 (10m) compacts at 3
+		if _, err := s.List(metav1.ListOptions{ResourceVersion: "2", ResourceVersionMatch: metav1.ResourceVersionMatchExact}); err != nil {
+			t.Errorf("exact list at 2 before the second tick = %v, want it served", err)
+		}
+		time.Sleep(2 * time.Minute)
+		w := watchFrom(t, s, "2")
+		if diff := cmp.Diff([]string{"ERROR 410"}, rest(w)); diff != "" {
+			t.Errorf("uncached resume from 2 after the compaction at 3 (-want +got):\n%s", diff)
+		}
+		w = watchFrom(t, s, "3")
+		ok(t)(s.Create(watchtest.ConfigMap("c", "")))
+		if diff := cmp.Diff([]string{"ADDED c@4"}, next(t, w, 1)); diff != "" {
+			t.Errorf("uncached resume from 3 (-want +got):\n%s", diff)
+		}
+		w.Stop()
+		if _, err := s.List(metav1.ListOptions{ResourceVersion: "2", ResourceVersionMatch: metav1.ResourceVersionMatchExact}); !apierrors.IsResourceExpired(err) {
+			t.Errorf("exact list at 2 after the compaction = %v, want 410", err)
+		}
+	})
+}

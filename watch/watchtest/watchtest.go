@@ -48,10 +48,12 @@
 //   - The watch cache keeps at least WatchCacheSize events and every
 //     event younger than WatchCacheWindow; the real one sizes its buffer
 //     between 100 and 102,400 events by the same window, in powers of two.
-//   - An exact LIST or a continue token is served from the full history
-//     until [Server.Compact]; the apiservers compact etcd by themselves
-//     every 5 minutes (--etcd-compaction-interval), which this server
-//     never does. After a compaction the watch cache's snapshots go on
+//   - etcd is compacted every [ServerOptions.CompactionInterval] as the
+//     apiservers' compactor does, on ticks counted from the server's
+//     creation (a restart does not move them; real apiservers share one
+//     schedule through etcd), and on [Server.Compact]; an exact LIST or a
+//     continue token is rebuilt from the full history until then. After a
+//     compaction the watch cache's snapshots go on
 //     serving those it holds until its compactor, polling every 15 s from
 //     the cache's start, sees it; a compaction made behind the
 //     apiservers' backs (an etcd client's Compact, not recorded under
