@@ -99,6 +99,7 @@ type listResult struct {
 }
 
 func (s *Server) listLocked(options metav1.ListOptions, now time.Time) listResult {
+	s.autoCompactLocked(now)
 	fail := func(err error) listResult { return listResult{err: err} }
 	if err := s.requestFaultLocked(); err != nil {
 		return fail(err)

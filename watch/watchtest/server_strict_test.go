@@ -382,6 +382,13 @@ func TestServerSlowConsumerIsCut(t *testing.T) {
 		if !closed || len(got) != 10 {
 			t.Errorf("slow consumer got %d events, closed %v; want the 10 of its result buffer, then a close", len(got), closed)
 		}
+		var cut []bool
+		for _, r := range s.Requests() {
+			cut = append(cut, r.CutOff)
+		}
+		if diff := cmp.Diff([]bool{false, true}, cut); diff != "" {
+			t.Errorf("Requests().CutOff (-want +got):\n%s", diff)
+		}
 		fast.Stop()
 		<-done
 		if fastGot != 100 {
@@ -484,6 +491,161 @@ func TestServerLatency(t *testing.T) {
 		got := rest(w)
 		if len(got) < 250 || len(got) > 300 || strings.Contains(strings.Join(got, " "), "end@") {
 			t.Errorf("watch-list cut at 300ms delivered %d events (end bookmark: %v), want about 290 and no end", len(got), strings.Contains(strings.Join(got, " "), "end@"))
+		}
+		// A reset mid-replay cuts it too: what was produced, then the ERROR.
+		s.SetFaults(watchtest.Faults{})
+		w, err = s.Watch(watchList(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		s.FailWatches(apierrors.NewInternalError(fmt.Errorf("stream error: INTERNAL_ERROR")))
+		got = rest(w)
+		if n := len(got); n < 80 || n > 110 || got[n-1] != "ERROR 500" {
+			t.Errorf("watch-list reset at 100ms delivered %d events ending %q, want about 95 then ERROR 500", n, got[n-1])
+		}
+	})
+}
+
+// TestServerLegacyWatchIsDefaultedToWatchList: a watch from "" or "0" with
+// bookmarks ends its synthetic ADDED events with the annotated bookmark,
+// as the API server defaults it to sendInitialEvents=true; not with the
+// WatchList feature off.
+func TestServerLegacyWatchIsDefaultedToWatchList(t *testing.T) {
+	for _, rv := range []string{"", "0"} {
+		synctest.Test(t, func(t *testing.T) {
+			s := watchtest.NewServer(watchtest.ServerOptions{})
+			ok(t)(s.Create(watchtest.ConfigMap("a", "")))
+			w := watchFrom(t, s, rv)
+			time.Sleep(100 * time.Millisecond) // initial events take time
+			if diff := cmp.Diff([]string{"ADDED a@2", "BOOKMARK end@2"}, first(pending(w))); diff != "" {
+				t.Errorf("watch from %q with bookmarks (-want +got):\n%s", rv, diff)
+			}
+			w.Stop()
+			s.SetFaults(watchtest.Faults{RefuseWatchList: true})
+			w = watchFrom(t, s, rv)
+			time.Sleep(100 * time.Millisecond)
+			if diff := cmp.Diff([]string{"ADDED a@2"}, first(pending(w))); diff != "" {
+				t.Errorf("watch from %q with the WatchList feature off (-want +got):\n%s", rv, diff)
+			}
+			w.Stop()
+		})
+	}
+}
+
+// TestServerRestartExpiresCaughtUpCursor (defect 10): a cursor at the
+// server's revision, taken just before a restart, is expired once the new
+// watch cache is up. It uses only API that main has, to show it fails
+// there.
+func TestServerRestartExpiresCaughtUpCursor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := watchtest.NewServer(watchtest.ServerOptions{})
+		ok(t)(s.Create(watchtest.ConfigMap("a", "")))
+		cursor := s.ResourceVersion()
+		s.Restart()
+		time.Sleep(30 * time.Second)
+		w, err := s.Watch(metav1.ListOptions{ResourceVersion: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := pending(w)
+		w.Stop()
+		if diff := cmp.Diff([]string{"ERROR 410"}, got); diff != "" {
+			t.Errorf("resume from the caught-up cursor %s after a restart (-want +got):\n%s", cursor, diff)
+		}
+	})
+}
+
+// TestServerLongReplayUnderWritesIsCut: live events that pile up behind a
+// slow watch-list's initial events fill the cacher's input buffer, and the
+// watch is cut off before its end bookmark.
+func TestServerLongReplayUnderWritesIsCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := watchtest.NewServer(watchtest.ServerOptions{Latency: watchtest.Latency{PerObject: time.Millisecond}})
+		for i := range 500 {
+			ok(t)(s.Create(watchtest.ConfigMap(fmt.Sprintf("o%03d", i), "")))
+		}
+		w, err := s.Watch(watchList(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			ok(t)(s.Create(watchtest.ConfigMap(fmt.Sprint("live", i), "")))
+		}
+		got := rest(w)
+		if strings.Contains(strings.Join(got, " "), "end@") || len(got) >= 500 {
+			t.Errorf("watch-list with 20 writes during its 0.5 s replay delivered %d events, end bookmark %v; want a cut before the end",
+				len(got), strings.Contains(strings.Join(got, " "), "end@"))
+		}
+		// With fewer writes than the buffer holds, it completes.
+		w, err = s.Watch(watchList(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			ok(t)(s.Create(watchtest.ConfigMap(fmt.Sprint("more", i), "")))
+		}
+		got = next(t, w, 520+1+5)
+		if !strings.Contains(got[520], "end@") {
+			t.Errorf("event 521 = %s, want the end bookmark", got[520])
+		}
+		w.Stop()
+	})
+}
+
+// TestServerRestartTwiceAnHourApart: the second restart expires the
+// cursors taken after the first, and its not-ready phase starts afresh.
+func TestServerRestartTwiceAnHourApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := watchtest.NewServer(watchtest.ServerOptions{RestartNotReady: 20 * time.Second})
+		ok(t)(s.Create(watchtest.ConfigMap("a", "")))
+		s.Restart()
+		time.Sleep(time.Hour)
+		ok(t)(s.Update(watchtest.ConfigMap("a", "")))
+		cursor := s.ResourceVersion()
+		w := watchFrom(t, s, cursor) // valid after the first restart
+		s.Restart()
+		if got := rest(w); len(got) != 0 {
+			t.Errorf("open watch at the second restart got %v, want a clean close", got)
+		}
+		time.Sleep(19 * time.Second)
+		if _, err := s.Watch(metav1.ListOptions{ResourceVersion: cursor}); !apierrors.IsTooManyRequests(err) || retryAfter(err) != 3 {
+			t.Errorf("Watch() 19s into the second restart = %v (Retry-After %d), want 429 with Retry-After 3", err, retryAfter(err))
+		}
+		time.Sleep(time.Second)
+		w = watchFrom(t, s, cursor)
+		if diff := cmp.Diff([]string{"ERROR 410"}, rest(w)); diff != "" {
+			t.Errorf("cursor from between the restarts (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestServerCompactsEveryFiveMinutes: the apiserver's compactor compacts
+// at the revision it saw one interval before; an uncached resume from an
+// older cursor, and an exact list there, then expire.
+func TestServerCompactsEveryFiveMinutes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := watchtest.NewServer(watchtest.ServerOptions{DisableWatchCache: true})
+		ok(t)(s.Create(watchtest.ConfigMap("a", ""))) // 2
+		time.Sleep(time.Minute)
+		ok(t)(s.Create(watchtest.ConfigMap("b", ""))) // 3
+		time.Sleep(8 * time.Minute)                   // tick 1 (5m) saw 3; tick 2 (10m) compacts at 3
+		if _, err := s.List(metav1.ListOptions{ResourceVersion: "2", ResourceVersionMatch: metav1.ResourceVersionMatchExact}); err != nil {
+			t.Errorf("exact list at 2 before the second tick = %v, want it served", err)
+		}
+		time.Sleep(2 * time.Minute)
+		w := watchFrom(t, s, "2")
+		if diff := cmp.Diff([]string{"ERROR 410"}, rest(w)); diff != "" {
+			t.Errorf("uncached resume from 2 after the compaction at 3 (-want +got):\n%s", diff)
+		}
+		w = watchFrom(t, s, "3")
+		ok(t)(s.Create(watchtest.ConfigMap("c", "")))
+		if diff := cmp.Diff([]string{"ADDED c@4"}, next(t, w, 1)); diff != "" {
+			t.Errorf("uncached resume from 3 (-want +got):\n%s", diff)
+		}
+		w.Stop()
+		if _, err := s.List(metav1.ListOptions{ResourceVersion: "2", ResourceVersionMatch: metav1.ResourceVersionMatchExact}); !apierrors.IsResourceExpired(err) {
+			t.Errorf("exact list at 2 after the compaction = %v, want 410", err)
 		}
 	})
 }

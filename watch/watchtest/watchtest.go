@@ -48,22 +48,43 @@
 //   - The watch cache keeps at least WatchCacheSize events and every
 //     event younger than WatchCacheWindow; the real one sizes its buffer
 //     between 100 and 102,400 events by the same window, in powers of two.
-//   - An exact LIST or a continue token is served from the full history
-//     until [Server.Compact]; etcd compacts by itself every 5 minutes (the
-//     apiserver's --etcd-compaction-interval), and the cacher may serve
-//     them from its snapshots.
+//   - etcd is compacted every [ServerOptions.CompactionInterval] as the
+//     apiservers' compactor does, on ticks counted from the server's
+//     creation (a restart does not move them; real apiservers share one
+//     schedule through etcd), and on [Server.Compact]; an exact LIST or a
+//     continue token is rebuilt from the full history until then. After a
+//     compaction the watch cache's snapshots go on
+//     serving those it holds until its compactor, polling every 15 s from
+//     the cache's start, sees it; a compaction made behind the
+//     apiservers' backs (an etcd client's Compact, not recorded under
+//     compact_rev_key) is never seen, and the snapshots serve on.
 //   - [Server.Restart] is instant for open watches (they close at once,
 //     with no error); a real apiserver's graceful shutdown closes them
 //     about 2 s in, and a single apiserver then refuses connections until
-//     its successor listens: add [Faults.Refuse] for that. The new
-//     apiserver's start-up writes move the revision by exactly one.
+//     its successor listens: add [Faults.Refuse] for that. The restart
+//     moves the revision on by one (what a real cluster writes meanwhile:
+//     leases every few seconds), so every cursor expires; on a real
+//     server a cursor at etcd's current revision survives a restart if
+//     nothing at all was written in between.
+//   - A watch gets a bookmark every BookmarkInterval and one 2 s before
+//     its deadline, each only if the revision moved. The real cacher
+//     schedules them in one-second buckets and may send one more a second
+//     later when the revision moved again.
+//   - A LIST in flight when [Server.Restart] runs still completes.
+//   - The watch cache follows etcd at once; a real one lags it by a few
+//     milliseconds, so a LIST or watch from "0" just after a write may
+//     not show it yet.
 //   - The slow-consumer cut-off is decided at least 1 ms after the write
 //     that filled the buffers, never at the same instant, so a consumer
 //     that takes no virtual time keeps up with any burst; the real
 //     dispatcher also stalls every other watch of the resource while it
 //     waits, which this server does not. The cacher's buffers are 10
 //     events each for a resource without a watch index; a pod watch gets
-//     up to 1000.
+//     up to 1000. The server counts events, not bytes: between a real
+//     cacher and its client sit the HTTP/2 stream window (4 MiB in Go's
+//     transport) and the sockets' buffers, so a real consumer is cut off
+//     only once megabytes are unread, a simulated one once the cacher's
+//     buffers are.
 //   - Latency is a model ([Latency]), not a measurement; a refused
 //     connection, and a faulted request, answers at once.
 //   - A too-large resourceVersion is decided when the request arrives: a
@@ -83,6 +104,14 @@
 //
 // The end-to-end tests of this module run the same scenarios against a
 // real kube-apiserver: where the two disagree, the simulation is wrong.
+// One of them (TestParity) plays 17 fault families (routine timeout,
+// starts from "" and "0", resume, watch-lists with and without
+// bookmarks, a refused watch-list, bookmarks before the deadline, a cursor
+// ahead, too-large versions, expiry after a restart, compaction during a
+// paged LIST and the list expiries after it, LIST semantics, a slow
+// consumer) against both and compares what the client sees: status codes,
+// event types and order, error shapes, bookmarks and their annotation.
+// Every difference it finds must be one listed above.
 //
 // Inside synctest bubbles, client-go's runtime.HandleError sleeps for
 // decades after a reflector's first error; call [DisableHandleErrorBackoff]

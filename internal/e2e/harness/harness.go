@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -221,4 +222,39 @@ func (c *Cluster) InstallCRD(ctx context.Context, crd *apiextensionsv1.CustomRes
 func hostOf(cfg *rest.Config) string {
 	h := strings.TrimPrefix(cfg.Host, "https://")
 	return strings.TrimSuffix(h, "/")
+}
+
+// compactRevKey is the etcd key through which apiservers agree on
+// compactions (k8s.io/apiserver storage/etcd3/compact.go).
+const compactRevKey = "compact_rev_key"
+
+// CompactAsAPIServer compacts etcd at its current revision as the
+// apiservers' own compactor does (every 5 minutes by default): it records
+// the revision under compact_rev_key first, which every apiserver watches,
+// so that their watch caches learn of the compaction (the cacher polls for
+// it every 15 s) and stop serving exact lists and continue tokens below it
+// from their snapshots. [Cluster.Compact] bypasses that key: the caches
+// then never learn of it.
+func (c *Cluster) CompactAsAPIServer(ctx context.Context) (int64, error) {
+	resp, err := c.etcd.Get(ctx, compactRevKey)
+	if err != nil {
+		return 0, err
+	}
+	rev := resp.Header.Revision
+	var version int64
+	if len(resp.Kvs) > 0 {
+		version = resp.Kvs[0].Version
+	}
+	txn, err := c.etcd.Txn(ctx).If(clientv3.Compare(clientv3.Version(compactRevKey), "=", version)).
+		Then(clientv3.OpPut(compactRevKey, strconv.FormatInt(rev, 10))).Commit()
+	if err != nil {
+		return 0, err
+	}
+	if !txn.Succeeded {
+		return 0, fmt.Errorf("compact_rev_key changed under us")
+	}
+	if _, err := c.etcd.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
+		return 0, err
+	}
+	return rev, nil
 }
