@@ -354,7 +354,7 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			got = true
 		default:
 		}
-		if !got || open {
+		if !got || (open && ev.Type != apiwatch.Error) {
 			r.live = true
 			g.parent.live()
 		}

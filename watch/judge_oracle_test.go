@@ -103,16 +103,16 @@ func (v *verdict) sum(u verdict) {
 type span struct{ from, to time.Duration }
 
 // liveSpans returns when the server had a live watch of the client's:
-// open, and past its replay (if it was a watch-list) by ShortSession.
-// What the watch delivered does not count: a session is live by staying
-// open.
-func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration) []span {
+// open (once the open took its latency), and past its replay (if it was a
+// watch-list) by ShortSession. What the watch delivered does not count: a
+// session is live by staying open.
+func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, opened time.Duration) []span {
 	var out []span
 	for _, r := range reqs {
 		if r.Kind != watchtest.CallWatch || r.Err != nil {
 			continue
 		}
-		replayEnd := r.At
+		replayEnd := r.At.Add(opened)
 		if r.Options.SendInitialEvents != nil {
 			if r.InitialEventsEnd.IsZero() {
 				continue
@@ -158,6 +158,28 @@ func gapStart(live []span, t time.Duration) time.Duration {
 		from = s.to
 	}
 	return from
+}
+
+// minus returns what of spans lies outside every one of cut.
+func minus(spans, cut []span) []span {
+	out := slices.Clone(spans)
+	for _, c := range cut {
+		var next []span
+		for _, s := range out {
+			if c.to <= s.from || s.to <= c.from {
+				next = append(next, s)
+				continue
+			}
+			if s.from < c.from {
+				next = append(next, span{s.from, c.from})
+			}
+			if c.to < s.to {
+				next = append(next, span{c.to, s.to})
+			}
+		}
+		out = next
+	}
+	return out
 }
 
 func covered(spans []span, from, to time.Duration) bool {
@@ -256,7 +278,13 @@ func (v *views) caughtUp(c change, t time.Duration) bool {
 }
 
 func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule, quiet, end time.Duration) {
-	live := liveSpans(reqs, w.start, end)
+	opened := time.Millisecond // the simulated server's default latency of a request
+	if l := sc.server.Latency; l.Off {
+		opened = 0
+	} else if l.Request > 0 {
+		opened = l.Request
+	}
+	live := liveSpans(reqs, w.start, end, opened)
 	var trouble, human, stalls []span
 	for _, iv := range w.intervals {
 		to := iv.end
@@ -318,13 +346,26 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 
 	// Precision: NeedsHuman only for a cause a human must fix that has
 	// lasted HumanGrace, no live progress for ProgressDeadline, or a
-	// consumer that has been missing a change for it.
+	// consumer that has been missing a change for it. A stream cannot see
+	// a session live while its handler is stuck: what the server held
+	// open meanwhile does not count.
+	var stuck []span
+	for _, iv := range w.intervals {
+		if iv.slot == slotStuck {
+			to := iv.end
+			if to < 0 {
+				to = end
+			}
+			stuck = append(stuck, span{iv.start, to})
+		}
+	}
+	seenLive := minus(live, stuck)
 	for _, s := range states {
 		if !s.v.NeedsHuman {
 			continue
 		}
 		t := s.at
-		g := gapStart(live, t)
+		g := gapStart(seenLive, t)
 		justified := covered(human, t-humanGrace, t-eps) ||
 			(g >= 0 && t-g >= deadline-eps) ||
 			covered(trouble, t-deadline+eps, t-eps) ||
@@ -466,5 +507,4 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 			v.add(&v.flapping, "flapping: %d states published from %v to %v, under faults that did not change", n, a, b)
 		}
 	}
-	_ = sc
 }

@@ -220,8 +220,9 @@ func (s *Stream) listThenWatch(ctx context.Context) result {
 		return result{stage: StageList, cause: CauseHandler, err: err, events: n, served: true}
 	}
 	s.setCursor(rv)
-	// The cursor is the server's own, this moment: nothing to check.
-	r := s.resumeChecked(ctx, rv, false)
+	// The cursor is the server's own, this moment: nothing to check,
+	// unless the server's watch cache was found behind (see consume).
+	r := s.resumeChecked(ctx, rv, s.doubt)
 	r.events += n
 	r.served = true
 	return r
@@ -290,7 +291,15 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		}
 		s.live.Store(false)
 	}()
-	if buf == nil {
+	// In doubt (the stream has not been live since its last session
+	// ended in trouble), a session from a cursor goes live only once the
+	// server confirms it serves the cursor: an event or a bookmark, or the
+	// check, which then comes at once. The server that answers after
+	// trouble may be one whose storage was restored behind the cursor, or
+	// whose watch cache stopped following etcd: a session from a cursor
+	// it has not reached looks live and is silent. After a routine close
+	// a session needs no confirmation, and costs no request.
+	if buf == nil && !(s.doubt && cursor != "") {
 		armHealthy()
 	}
 	if cursor != "" {
@@ -298,11 +307,16 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		// last confirmed the cursor: a storm of short sessions (an
 		// apiserver restarting again and again) does not put the check
 		// off.
+		// In doubt, the check comes at once.
 		now := s.clock.Now()
 		if s.unconfirmed.IsZero() {
 			s.unconfirmed = now
 		}
-		checkTimer = s.clock.NewTimer(max(s.opts.CursorCheck-now.Sub(s.unconfirmed), 0))
+		wait := max(s.opts.CursorCheck-now.Sub(s.unconfirmed), 0)
+		if s.doubt {
+			wait = 0
+		}
+		checkTimer = s.clock.NewTimer(wait)
 		check = checkTimer.C()
 	} else {
 		s.unconfirmed = time.Time{}
@@ -314,7 +328,10 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			checkTimer.Stop()
 			check = nil
 		}
-		s.unconfirmed = time.Time{}
+		s.confirmed()
+		if healthy == nil && healthyTimer == nil {
+			armHealthy()
+		}
 	}
 	ended := func(cause Cause, err error) result {
 		if sctx.Err() != nil && ctx.Err() == nil {
@@ -327,8 +344,9 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	first := true
 	done, results := ctx.Done(), w.ResultChan()
 	// goLive is called when the ShortSession timer has fired: the session
-	// is live, unless a close already waits in the result channel (the
-	// server ended it sooner). It returns what it took from the channel.
+	// is live, unless a close or an ERROR event already waits in the
+	// result channel (the server ended it sooner). It returns what it took
+	// from the channel.
 	goLive := func() (ev apiwatch.Event, ok, got bool) {
 		healthy = nil
 		select {
@@ -336,7 +354,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			got = true
 		default:
 		}
-		if !got || ok {
+		if !got || (ok && ev.Type != apiwatch.Error) {
 			r.live, r.stalledAt = true, time.Time{}
 			s.goneLive()
 		}
@@ -382,14 +400,26 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				}
 			case <-check:
 				check = nil
-				if err := s.cursorAhead(sctx, cursor); err != nil {
+				began := s.clock.Now()
+				err := s.cursorAhead(sctx, cursor)
+				if healthy != nil && s.clock.Since(began) >= s.opts.Policy.ShortSession {
+					// The session was not watched meanwhile (see the
+					// handler's calls below).
+					healthyTimer.Stop()
+					armHealthy()
+				}
+				if err != nil {
 					// The server never had the cursor: the session was
-					// never live, whatever it looked like.
-					r.live = false
+					// never live, whatever it looked like, and the next
+					// ones are in doubt.
+					r.live, s.doubt = false, true
 					return ended(CauseError, err)
 				}
 				// Confirmed for this session; the next one checks again.
-				s.unconfirmed = time.Time{}
+				s.confirmed()
+				if healthyTimer == nil {
+					armHealthy()
+				}
 				continue
 			case ev, ok = <-results:
 			}
@@ -461,6 +491,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 					return ended(CauseHandler, err)
 				}
 				s.setCursor(rv)
+				s.confirmed()
 				deadline, r.stage = nil, StageStream
 				armHealthy()
 			}
@@ -484,6 +515,13 @@ func (s *Stream) snapshot(ctx context.Context, snap Snapshot) error {
 	err := s.handler.Snapshot(ctx, snap)
 	s.stall.leave()
 	return err
+}
+
+// confirmed records that the server delivered from the stream's cursor:
+// the cursor check counts silence from the next session on, and the
+// stream is no longer in doubt.
+func (s *Stream) confirmed() {
+	s.unconfirmed, s.doubt = time.Time{}, false
 }
 
 // ErrCursorAhead: the server has not reached the stream's cursor: its

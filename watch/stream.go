@@ -253,6 +253,10 @@ type Stream struct {
 	// confirmed the cursor (an event or a bookmark delivered, a check);
 	// zero while it is confirmed.
 	unconfirmed time.Time
+	// doubt is true from a session that ended without going live until
+	// the server confirms a cursor: sessions from a cursor go live only
+	// once confirmed (see consume).
+	doubt bool
 
 	mu     sync.Mutex
 	cursor string
@@ -393,6 +397,8 @@ func (s *Stream) Run(ctx context.Context) error {
 		hist.record(e, v, now)
 		if v.Healthy {
 			s.backoff.Reset()
+		} else if s.opts.CursorCheck > 0 {
+			s.doubt = true
 		}
 		s.esc.verdict(v, nil)
 		if v.Next == NextReplay {
