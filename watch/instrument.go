@@ -67,9 +67,10 @@ type InstrumentedListerWatcher struct {
 	// teardown: the history starts over at its next call, so a standby
 	// before the informer runs (a leader election, a manager built long
 	// before it starts) is not counted as trouble.
-	idle  bool
-	hist  history
-	state State
+	idle   bool
+	hist   history
+	state  State
+	steady steadiness
 	// relisted is true when the informer started a relist (a List, or a
 	// watch-list) since the last ending: the replay of the next Ending.
 	relisted bool
@@ -261,7 +262,7 @@ func (i *InstrumentedListerWatcher) live() {
 func (i *InstrumentedListerWatcher) publishLocked(st State) {
 	st.Stream, st.Resource = i.opts.Name, i.opts.Resource
 	i.mu.Lock()
-	if keepState(i.state, st) {
+	if i.steady.keep(i.state, st) {
 		i.mu.Unlock()
 		return
 	}

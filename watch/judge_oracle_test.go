@@ -5,6 +5,9 @@ import (
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
 )
@@ -107,9 +110,26 @@ type span struct{ from, to time.Duration }
 // watch-list) by ShortSession. What the watch delivered does not count: a
 // session is live by staying open.
 func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, opened time.Duration) []span {
+	// A watch from a cursor the server had not reached was silent, and
+	// never live: the stream's check of that cursor, made while the watch
+	// was open, says so.
+	var ahead []watchtest.Request
+	for _, r := range reqs {
+		if isCursorCheck(r) && apierrors.HasStatusCause(r.Err, metav1.CauseTypeResourceVersionTooLarge) {
+			ahead = append(ahead, r)
+		}
+	}
+	wasAhead := func(w watchtest.Request) bool {
+		for _, c := range ahead {
+			if c.Options.ResourceVersion == w.Options.ResourceVersion && !c.At.Before(w.At) && (w.Closed.IsZero() || !c.At.After(w.Closed)) {
+				return true
+			}
+		}
+		return false
+	}
 	var out []span
 	for _, r := range reqs {
-		if r.Kind != watchtest.CallWatch || r.Err != nil {
+		if r.Kind != watchtest.CallWatch || r.Err != nil || wasAhead(r) {
 			continue
 		}
 		replayEnd := r.At.Add(opened)
@@ -313,6 +333,23 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 	vw := newViews(w.server, c.seen)
 	changes := vw.changes()
 
+	// noticed is when a stream can know that its session ended at t: a
+	// handler call that does not return keeps it from reading the close,
+	// until the call returns or has been stuck long enough to be a stall
+	// of its own (TransientGrace and a step).
+	noticed := func(t time.Duration) time.Duration {
+		for _, iv := range w.intervals {
+			to := iv.end
+			if to < 0 {
+				to = end
+			}
+			if iv.slot == slotStuck && iv.start <= t && t < to {
+				return min(to, t+transientGrace+stallStep)
+			}
+		}
+		return t
+	}
+
 	// The consumer's truth. While a stream says Streaming, every change
 	// is in its consumer's view within convergeBound; a change missing
 	// for stallBound is a stall that needs a human. A watch cache that
@@ -332,12 +369,15 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 		if overlaps(stalls, ch.at-convergeBound, ch.at+stallBound) {
 			continue
 		}
-		if t := ch.at + convergeBound; t < end && !vw.caughtUp(ch, t) {
+		// A stuck handler holds back what follows it, until it returns
+		// or is a stall of its own.
+		from := noticed(ch.at)
+		if t := from + convergeBound; t < end && !vw.caughtUp(ch, t) {
 			if st := stateAt(t); st.Phase == wgwatch.PhaseStreaming {
 				v.add(&v.dishonest, "dishonest: %s changed at %v, not in the consumer's view at %v (it has %q), while Streaming", ch.name, ch.at, t, vw.consumerAt(ch.name, t))
 			}
 		}
-		if t := ch.at + stallBound; t < end && !vw.caughtUp(ch, t) {
+		if t := from + stallBound; t < end && !vw.caughtUp(ch, t) {
 			if st := stateAt(t); !st.NeedsHuman {
 				v.add(&v.missed, "missed stall: %s changed at %v, not in the consumer's view at %v, state %s/%s", ch.name, ch.at, t, st.Phase, st.Reason)
 			}
@@ -366,7 +406,9 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 		}
 		t := s.at
 		g := gapStart(seenLive, t)
-		justified := covered(human, t-humanGrace, t-eps) ||
+		// The evidence is the requests' answers: a request made while the
+		// cause was in force is answered a request's latency later.
+		justified := covered(human, t-humanGrace-opened, t-eps-opened) ||
 			(g >= 0 && t-g >= deadline-eps) ||
 			covered(trouble, t-deadline+eps, t-eps) ||
 			behind(t)
@@ -412,23 +454,6 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 		}
 	}
 
-	// noticed is when a stream can know that its session ended at t: a
-	// handler call that does not return keeps it from reading the close,
-	// until the call returns or has been stuck long enough to be a stall
-	// of its own (TransientGrace and a step).
-	noticed := func(t time.Duration) time.Duration {
-		for _, iv := range w.intervals {
-			to := iv.end
-			if to < 0 {
-				to = end
-			}
-			if iv.slot == slotStuck && iv.start <= t && t < to {
-				return min(to, t+transientGrace+stallStep)
-			}
-		}
-		return t
-	}
-
 	// Recall, the deadline: no live watch for ProgressDeadline is
 	// NeedsHuman within a second of it.
 	from := time.Duration(0)
@@ -471,6 +496,7 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 	for _, a := range w.actions {
 		busy = append(busy, span{a, a})
 	}
+	busy = append(busy, w.notReady...)
 	busy = union(busy, 0)
 	from = 0
 	for _, s := range append(busy, span{end, end}) {

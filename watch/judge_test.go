@@ -17,6 +17,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	wgwatch "github.com/watchgrade/watchgrade/watch"
@@ -261,21 +262,26 @@ func generate(seed uint64, c *chooser) schedule {
 			if restoreAt >= sc.horizon {
 				continue
 			}
+			// etcdutl's --bump-revision must exceed every revision written
+			// since the snapshot (the Kubernetes docs suggest a billion).
 			bump := int64(0)
 			if c.intn(2) == 0 {
-				bump = 1 + int64(c.intn(100000))
+				bump = 1_000_000 + int64(c.intn(100000))
 			}
 			sc.steps = append(sc.steps,
 				step{at: at, desc: "etcd snapshot", do: func(w *world) { w.etcd = w.srv.Snapshot() }},
 				step{at: restoreAt, desc: fmt.Sprintf("etcd restore, bump %d", bump), do: func(w *world) {
-					w.action()
-					if bump == 0 && w.stream != nil && parseRV(w.stream.Cursor()) <= parseRV(w.etcd.ResourceVersion())+1 {
+					w.restart()
+					if bump == 0 && (len(w.open) > 0 || w.stream == nil || parseRV(w.stream.Cursor()) <= parseRV(w.etcd.ResourceVersion())+1) {
 						// The stream's cursor would not be ahead of the
-						// restored server (its restart writes once): no
+						// restored server (its restart writes once), or a
+						// fault could keep the stream from the server
+						// until writes carry it past the cursor: no
 						// client can tell the restore from nothing. Bump.
-						bump = 1000
+						bump = 1_000_000
 					}
 					w.srv.Restore(w.etcd, bump)
+					w.restoredBack = w.restoredBack || bump == 0
 					w.noteServer()
 				}})
 		default: // an instant action
@@ -283,7 +289,7 @@ func generate(seed uint64, c *chooser) schedule {
 			case 0:
 				sc.steps = append(sc.steps, step{at: at, desc: "close watches", do: func(w *world) { w.action(); w.srv.CloseWatches() }})
 			case 1:
-				sc.steps = append(sc.steps, step{at: at, desc: "restart", do: func(w *world) { w.action(); w.srv.Restart() }})
+				sc.steps = append(sc.steps, step{at: at, desc: "restart", do: func(w *world) { w.restart(); w.srv.Restart() }})
 			case 2:
 				sc.steps = append(sc.steps, step{at: at, desc: "compact", do: func(w *world) { w.action(); w.srv.Compact() }})
 			case 3:
@@ -305,7 +311,7 @@ func generate(seed uint64, c *chooser) schedule {
 				// A storm: the same instant action again and again.
 				n, every := 2+c.intn(40), c.logDuration(100*time.Millisecond, 30*time.Second)
 				for i := range n {
-					sc.steps = append(sc.steps, step{at: at + time.Duration(i)*every, desc: "storm restart", do: func(w *world) { w.action(); w.srv.Restart() }})
+					sc.steps = append(sc.steps, step{at: at + time.Duration(i)*every, desc: "storm restart", do: func(w *world) { w.restart(); w.srv.Restart() }})
 				}
 			}
 		}
@@ -323,17 +329,17 @@ func generate(seed uint64, c *chooser) schedule {
 			continue
 		}
 		sc.steps = slices.DeleteFunc(sc.steps, func(s step) bool {
-			moves := strings.HasPrefix(s.desc, "write") || strings.HasPrefix(s.desc, "advance") || strings.Contains(s.desc, "restart")
-			return moves && s.at > r.at && s.at <= r.at+restoreQuiet
+			return !strings.HasPrefix(s.desc, "off ") && s.at > r.at && s.at <= r.at+restoreQuiet
 		})
 	}
 	return sc
 }
 
-// restoreQuiet is how long nothing moves the server's revision after an
-// etcd restore without a revision bump: CursorCheck, the server's 3 s
-// answer, and slack.
-const restoreQuiet = wgwatch.DefaultCursorCheck + 10*time.Second
+// restoreQuiet is how long nothing happens but faults ending after an
+// etcd restore without a revision bump: the restarted apiserver's
+// not-ready phase, a backoff, the stream's check of its cursor and the
+// server's 3 s answer.
+const restoreQuiet = 2 * time.Minute
 
 // maxSlowCall is the longest a slow handler's call takes: slow, but a
 // burst of a dozen events still drains well within TransientGrace.
@@ -358,13 +364,20 @@ type world struct {
 	open      map[slot]*interval
 	intervals []*interval
 	actions   []time.Duration
+	// notReady holds when a restarted apiserver was not ready, and
+	// restartNotReady how long that lasts.
+	notReady        []span
+	restartNotReady time.Duration
 	// server records, at each step that changed it, the server's view:
 	// name -> version (see versionOf).
 	server  []serverView
 	seq     int
 	etcd    watchtest.EtcdSnapshot
-	cursors []string
+	cursors []stamped[string]
 	stream  *wgwatch.Stream
+	// restoredBack is true once etcd was restored without a revision
+	// bump: resourceVersions went back.
+	restoredBack bool
 
 	mu      sync.Mutex
 	handler map[slot]*interval // the handler faults in force; guarded by mu
@@ -485,12 +498,25 @@ func (w *world) handlerDelay(now time.Time) time.Duration {
 
 func (w *world) action() { w.actions = append(w.actions, w.now()) }
 
+// restart records an apiserver restart: an action, and the server not
+// ready until its watch cache has initialised.
+func (w *world) restart() {
+	w.action()
+	w.notReady = append(w.notReady, span{w.now(), w.now() + w.restartNotReady})
+}
+
 // play runs sc inside a synctest bubble and judges it.
 func play(t *testing.T, sc schedule) (v verdict) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := watchtest.NewServer(sc.server)
 		p := newProbe()
 		w := &world{srv: srv, start: p.start, faults: map[slot]watchtest.Faults{}, open: map[slot]*interval{}, handler: map[slot]*interval{}}
+		switch nr := sc.server.RestartNotReady; {
+		case nr == 0:
+			w.restartNotReady = 2 * time.Second // the server's default
+		case nr > 0 && !sc.server.DisableWatchCache:
+			w.restartNotReady = nr
+		}
 		for i := range sc.initial {
 			w.seq++
 			cm := watchtest.ConfigMap(fmt.Sprint("init", i), "")
@@ -521,7 +547,7 @@ func play(t *testing.T, sc schedule) (v verdict) {
 			time.Sleep(st.at - w.now())
 			st.do(w)
 			if w.stream != nil {
-				w.cursors = append(w.cursors, w.stream.Cursor())
+				w.cursors = append(w.cursors, stamped[string]{w.now(), w.stream.Cursor()})
 			}
 		}
 		time.Sleep(sc.horizon - w.now())
@@ -559,17 +585,17 @@ func play(t *testing.T, sc schedule) (v verdict) {
 		if store == nil {
 			// Exactly once, in order: but after an etcd restore without
 			// a revision bump, resourceVersions go back by design.
-			restoredBack := slices.ContainsFunc(sc.steps, func(s step) bool { return s.desc == "etcd restore, bump 0" })
+			restoredBack := w.restoredBack
 			if c := p.counts(); (c.dup > 0 || c.regressions > 0) && !restoredBack {
 				v.add(&v.dup, "%d events at or below the last resourceVersion, %d snapshots older than it", c.dup, c.regressions)
 			}
 			last := int64(0)
 			for _, c := range w.cursors {
-				if c == "" || c == aheadCursor || restoredBack {
+				if c.v == "" || c.v == aheadCursor || restoredBack {
 					continue
 				}
-				if n := parseRV(c); n < last {
-					v.add(&v.cursorBack, "cursor went back from %d to %d", last, n)
+				if n := parseRV(c.v); n < last {
+					v.add(&v.cursorBack, "cursor went back from %d to %d at %v", last, n, c.at)
 				} else {
 					last = n
 				}
@@ -603,16 +629,21 @@ func requestLog(reqs []watchtest.Request, start time.Time, n int) string {
 		if !r.Closed.IsZero() {
 			closed = r.Closed.Sub(start)
 		}
-		out += fmt.Sprintf("\n  %9v %s rv=%q sie=%v limit=%d cont=%q err=%v events=%d closed=%v", r.At.Sub(start).Round(time.Millisecond), r.Kind,
-			r.Options.ResourceVersion, r.Options.SendInitialEvents != nil, r.Options.Limit, r.Options.Continue, r.Err, r.Events, closed)
+		timeout := int64(-1)
+		if r.Options.TimeoutSeconds != nil {
+			timeout = *r.Options.TimeoutSeconds
+		}
+		out += fmt.Sprintf("\n  %9v %s rv=%q sie=%v limit=%d timeout=%d cont=%q err=%v events=%d closed=%v", r.At.Sub(start).Round(time.Millisecond), r.Kind,
+			r.Options.ResourceVersion, r.Options.SendInitialEvents != nil, r.Options.Limit, timeout, r.Options.Continue, r.Err, r.Events, closed)
 	}
 	return out
 }
 
 // isCursorCheck reports whether r is a stream's check of its cursor (a
-// LIST of one object): not a replay, and no session of its own.
+// LIST of one object at the cursor, NotOlderThan): not a replay, and no
+// session of its own.
 func isCursorCheck(r watchtest.Request) bool {
-	return r.Kind == watchtest.CallList && r.Options.Limit == 1
+	return r.Kind == watchtest.CallList && r.Options.Limit == 1 && r.Options.ResourceVersionMatch == metav1.ResourceVersionMatchNotOlderThan
 }
 
 // replayTimes returns when each full replay was served: a LIST's first

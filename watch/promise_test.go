@@ -59,7 +59,7 @@ func writer(srv *watchtest.Server, interval time.Duration) (stop func()) {
 func cursorChecks(reqs []watchtest.Request) int {
 	n := 0
 	for _, r := range reqs {
-		if r.Kind == watchtest.CallList && r.Options.Limit == 1 {
+		if isCursorCheck(r) {
 			n++
 		}
 	}

@@ -299,8 +299,19 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	// whose watch cache stopped following etcd: a session from a cursor
 	// it has not reached looks live and is silent. After a routine close
 	// a session needs no confirmation, and costs no request.
-	if buf == nil && !(s.doubt && cursor != "") {
+	if buf == nil {
 		armHealthy()
+	}
+	// awaiting is true while the session waits for the server to confirm
+	// its cursor; due when it has meanwhile stayed open for ShortSession.
+	awaiting, due := s.doubt && cursor != "", false
+	goneLive := func() {
+		if awaiting {
+			due = true
+			return
+		}
+		r.live, r.stalledAt = true, time.Time{}
+		s.goneLive()
 	}
 	if cursor != "" {
 		// The silence counts from the first session since the server
@@ -329,8 +340,11 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			check = nil
 		}
 		s.confirmed()
-		if healthy == nil && healthyTimer == nil {
-			armHealthy()
+		if awaiting {
+			awaiting = false
+			if due {
+				goneLive()
+			}
 		}
 	}
 	ended := func(cause Cause, err error) result {
@@ -355,8 +369,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		default:
 		}
 		if !got || (ok && ev.Type != apiwatch.Error) {
-			r.live, r.stalledAt = true, time.Time{}
-			s.goneLive()
+			goneLive()
 		}
 		return ev, ok, got
 	}
@@ -400,14 +413,9 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				}
 			case <-check:
 				check = nil
-				began := s.clock.Now()
+				// A close that comes meanwhile waits in the result
+				// channel: goLive sees it.
 				err := s.cursorAhead(sctx, cursor)
-				if healthy != nil && s.clock.Since(began) >= s.opts.Policy.ShortSession {
-					// The session was not watched meanwhile (see the
-					// handler's calls below).
-					healthyTimer.Stop()
-					armHealthy()
-				}
 				if err != nil {
 					// The server never had the cursor: the session was
 					// never live, whatever it looked like, and the next
@@ -416,10 +424,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 					return ended(CauseError, err)
 				}
 				// Confirmed for this session; the next one checks again.
-				s.confirmed()
-				if healthyTimer == nil {
-					armHealthy()
-				}
+				heard()
 				continue
 			case ev, ok = <-results:
 			}

@@ -261,6 +261,7 @@ type Stream struct {
 	mu     sync.Mutex
 	cursor string
 	state  State
+	steady steadiness
 	// announced is false until observers have heard of the stream.
 	announced bool
 }
@@ -305,6 +306,9 @@ func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, 
 		watchListOff: opts.DisableWatchList || watchlist.DoesClientNotSupportWatchListSemantics(lw),
 		cursor:       opts.Cursor,
 		initialSync:  opts.Cursor == "",
+		// A cursor from elsewhere (persisted, another cluster) is checked
+		// before the stream is Streaming on it.
+		doubt: opts.Cursor != "" && opts.CursorCheck > 0,
 	}
 	s.esc = escalator{clock: opts.Clock, publish: s.publishLocked}
 	s.state = s.stamp(startingState)
@@ -479,7 +483,7 @@ func (s *Stream) stamp(st State) State {
 func (s *Stream) publishLocked(st State) {
 	st = s.stamp(st)
 	s.mu.Lock()
-	if s.announced && keepState(s.state, st) {
+	if s.announced && s.steady.keep(s.state, st) {
 		s.mu.Unlock()
 		return
 	}
@@ -488,20 +492,6 @@ func (s *Stream) publishLocked(st State) {
 	s.opts.Observer.StateChanged(st)
 }
 
-// keepState reports whether a stream in state cur keeps it rather than
-// publish next: next differs only in its message (then nothing changes,
-// so State and observers agree), or next is Replaying while cur is
-// Blocked. A stream that is blocked and replays has made no progress: its
-// sessions end in different ways under one fault that does not change (a
-// cut session, then a replay after an expiry), and publishing each would
-// make the state, and a Ready condition built on it, flip back and forth.
-// Streaming ends the run of trouble.
-func keepState(cur, next State) bool {
-	if next.Phase == PhaseReplaying && cur.Phase == PhaseBlocked {
-		return true
-	}
-	return cur.Phase == next.Phase && cur.Reason == next.Reason && cur.NeedsHuman == next.NeedsHuman
-}
 
 var streamingState = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the stream is delivering live events"}
 

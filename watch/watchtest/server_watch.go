@@ -147,7 +147,7 @@ func (s *Server) openLocked(ctx context.Context, options metav1.ListOptions, req
 		w.failLocked(tooLarge(required, cacheRV), req)
 		return w, true, nil
 	case sendInitial, options.SendInitialEvents == nil && from == 0:
-		w.initialLocked(s.stateAtLocked(cacheRV), watchList, now)
+		w.initialLocked(s.stateAtLocked(cacheRV), watchList, cacheRV, now)
 		w.sentRV = cacheRV
 	case options.SendInitialEvents != nil && from == 0:
 		w.sentRV = max(required, cacheRV)

@@ -117,7 +117,7 @@ func (w *serverWatch) pushLocked(rv int64, ev watch.Event, now time.Time) {
 
 // initialLocked queues objects as initial ADDED events, paced by the
 // latency model, and for a watch-list the bookmark that ends them.
-func (w *serverWatch) initialLocked(objects []runtime.Object, watchList bool, now time.Time) {
+func (w *serverWatch) initialLocked(objects []runtime.Object, watchList bool, rv int64, now time.Time) {
 	lat := w.s.opts.Latency
 	start := now.Add(lat.Request)
 	for i, o := range objects {
@@ -129,7 +129,7 @@ func (w *serverWatch) initialLocked(objects []runtime.Object, watchList bool, no
 	}
 	w.initialLeft = len(objects)
 	if watchList {
-		w.queue = append(w.queue, queued{ev: w.s.bookmarkLocked(w.s.cacheRV, true), initialEnd: true})
+		w.queue = append(w.queue, queued{ev: w.s.bookmarkLocked(rv, true), initialEnd: true})
 		w.live++
 	}
 }
