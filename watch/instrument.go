@@ -346,31 +346,24 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 		arm()
 	}
 	in := g.inner.ResultChan()
-	// goLive is called when the ShortSession timer has fired: live, unless
-	// a close already waits (see Stream.consume).
-	goLive := func() (ev apiwatch.Event, open, got bool) {
-		healthy = nil
-		select {
-		case ev, open = <-in:
-			got = true
-		default:
-		}
-		if !got || (open && ev.Type != apiwatch.Error) {
-			r.live = true
-			g.parent.live()
-		}
-		return ev, open, got
-	}
+	// opened is true once the session has stayed open for ShortSession
+	// and is not live yet: it goes live once what the server sent before
+	// then is forwarded (see Stream.consume).
+	opened := false
 	for {
 		var ev apiwatch.Event
 		var open, got bool
 		if healthy != nil {
-			// Live once open for ShortSession, however many events wait
-			// (see Stream.consume).
 			select {
 			case <-healthy:
-				ev, open, got = goLive()
+				healthy, opened = nil, true
 			default:
+			}
+		}
+		if opened {
+			if ev, open, got = settled(in); !got {
+				opened, r.live = false, true
+				g.parent.live()
 			}
 		}
 		if !got && healthy == nil {
@@ -395,9 +388,8 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 				r.cause = ""
 				return r, graded
 			case <-healthy:
-				if ev, open, got = goLive(); !got {
-					continue
-				}
+				healthy, opened = nil, true
+				continue
 			case ev, open = <-in:
 			}
 		}
@@ -432,7 +424,8 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 		default:
 		}
 		var began time.Time
-		if healthy != nil {
+		notLive := healthy != nil || opened
+		if notLive {
 			began = g.parent.clock.Now()
 		}
 		select {
@@ -441,10 +434,11 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			r.cause = ""
 			return r, graded
 		}
-		if healthy != nil && g.parent.clock.Since(began) >= g.parent.opts.Policy.ShortSession {
+		if notLive && g.parent.clock.Since(began) >= g.parent.opts.Policy.ShortSession {
 			// The informer held the event that long: what the session
 			// did meanwhile was not seen (see Stream).
 			timer.Stop()
+			opened = false
 			arm()
 		}
 	}

@@ -113,19 +113,25 @@ func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, ope
 	// A watch from a cursor the server had not reached was silent, and
 	// never live: the stream's check of that cursor, made while the watch
 	// was open, says so.
-	var ahead []watchtest.Request
+	var checks []watchtest.Request
 	for _, r := range reqs {
-		if isCursorCheck(r) && apierrors.HasStatusCause(r.Err, metav1.CauseTypeResourceVersionTooLarge) {
-			ahead = append(ahead, r)
+		if isCursorCheck(r) {
+			checks = append(checks, r)
 		}
 	}
-	wasAhead := func(w watchtest.Request) bool {
-		for _, c := range ahead {
+	// checkIn returns the first check of w's cursor made while w was
+	// open: a stream in doubt goes live once it is answered.
+	checkIn := func(w watchtest.Request) (watchtest.Request, bool) {
+		for _, c := range checks {
 			if c.Options.ResourceVersion == w.Options.ResourceVersion && !c.At.Before(w.At) && (w.Closed.IsZero() || !c.At.After(w.Closed)) {
-				return true
+				return c, true
 			}
 		}
-		return false
+		return watchtest.Request{}, false
+	}
+	wasAhead := func(w watchtest.Request) bool {
+		c, ok := checkIn(w)
+		return ok && apierrors.HasStatusCause(c.Err, metav1.CauseTypeResourceVersionTooLarge)
 	}
 	var out []span
 	for _, r := range reqs {
@@ -143,7 +149,11 @@ func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, ope
 		if !r.Closed.IsZero() {
 			closed = r.Closed.Sub(start)
 		}
-		if l := replayEnd.Add(shortSession).Sub(start); l < closed {
+		live := replayEnd.Add(shortSession)
+		if c, ok := checkIn(r); ok && c.Err == nil && c.At.Add(opened).After(live) {
+			live = c.At.Add(opened)
+		}
+		if l := live.Sub(start); l < closed {
 			out = append(out, span{l, closed})
 		}
 	}
@@ -396,7 +406,8 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 			if to < 0 {
 				to = end
 			}
-			stuck = append(stuck, span{iv.start, to})
+			// The stream counts ShortSession again once the call returns.
+			stuck = append(stuck, span{iv.start, to + shortSession})
 		}
 	}
 	seenLive := minus(live, stuck)
@@ -414,6 +425,9 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 			behind(t)
 		if !justified {
 			v.add(&v.falseNeedsHuman, "false NeedsHuman at %v: %s/%s %q", t, s.v.Phase, s.v.Reason, s.v.Message)
+			if *judgeVerbose {
+				v.notes = append(v.notes, fmt.Sprintf("  seen live before it: %v", spansBefore(seenLive, t, 3)))
+			}
 		}
 	}
 
@@ -533,4 +547,13 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 			v.add(&v.flapping, "flapping: %d states published from %v to %v, under faults that did not change", n, a, b)
 		}
 	}
+}
+
+// spansBefore returns the last n spans that start before t.
+func spansBefore(spans []span, t time.Duration, n int) []span {
+	i := 0
+	for i < len(spans) && spans[i].from < t {
+		i++
+	}
+	return spans[max(i-n, 0):i]
 }

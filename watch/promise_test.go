@@ -523,8 +523,8 @@ func TestStreamHandlerStuckInLiveSession(t *testing.T) {
 		}
 		// The server may have closed the session while the handler hung:
 		// Streaming once it has stayed open for ShortSession more.
-		if want := stuckAt + wgwatch.DefaultProgressDeadline + time.Minute + wgwatch.DefaultShortSession; backAt != want {
-			t.Errorf("Streaming again at %v, want at %v, ShortSession after the handler returned", backAt, want)
+		if want := stuckAt + wgwatch.DefaultProgressDeadline + time.Minute + wgwatch.DefaultShortSession; backAt < want || backAt > want+10*time.Millisecond {
+			t.Errorf("Streaming again at %v, want at %v, ShortSession after the handler returned (and the moment the watch takes to show it is quiet)", backAt, want)
 		}
 	})
 }

@@ -357,33 +357,26 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	}
 	first := true
 	done, results := ctx.Done(), w.ResultChan()
-	// goLive is called when the ShortSession timer has fired: the session
-	// is live, unless a close or an ERROR event already waits in the
-	// result channel (the server ended it sooner). It returns what it took
-	// from the channel.
-	goLive := func() (ev apiwatch.Event, ok, got bool) {
-		healthy = nil
-		select {
-		case ev, ok = <-results:
-			got = true
-		default:
-		}
-		if !got || (ok && ev.Type != apiwatch.Error) {
-			goneLive()
-		}
-		return ev, ok, got
-	}
+	// opened is true once the session has stayed open for ShortSession
+	// and it is not live yet: it goes live once the stream has taken
+	// what the server sent before then. A close or an ERROR behind a
+	// backlog means the server ended the session sooner; a consumer that
+	// never catches up is not live either.
+	opened := false
 	for {
 		var ev apiwatch.Event
 		var ok, got bool
 		if healthy != nil {
-			// A session with a backlog of events to hand to a slow
-			// handler is live as soon as it has been open for
-			// ShortSession, not when a select happens to pick the timer.
 			select {
 			case <-healthy:
-				ev, ok, got = goLive()
+				healthy, opened = nil, true
 			default:
+			}
+		}
+		if opened {
+			if ev, ok, got = settled(results); !got {
+				opened = false
+				goneLive()
 			}
 		}
 		if !got && deadline == nil && healthy == nil && check == nil {
@@ -408,23 +401,29 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			case <-deadline:
 				return ended(CauseReplayDeadline, nil)
 			case <-healthy:
-				if ev, ok, got = goLive(); !got {
-					continue
-				}
+				healthy, opened = nil, true
+				continue
 			case <-check:
 				check = nil
 				// A close that comes meanwhile waits in the result
 				// channel: goLive sees it.
-				err := s.cursorAhead(sctx, cursor)
-				if err != nil {
+				err, told := s.cursorAhead(sctx, cursor)
+				switch {
+				case err != nil:
 					// The server never had the cursor: the session was
 					// never live, whatever it looked like, and the next
 					// ones are in doubt.
 					r.live, s.doubt = false, true
 					return ended(CauseError, err)
+				case !told:
+					// Ask again a CursorCheck later.
+					checkTimer = s.clock.NewTimer(s.opts.CursorCheck)
+					check = checkTimer.C()
+				default:
+					// Confirmed for this session; the next one checks
+					// again.
+					heard()
 				}
-				// Confirmed for this session; the next one checks again.
-				heard()
 				continue
 			case ev, ok = <-results:
 			}
@@ -447,7 +446,8 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			}
 			heard()
 			var began time.Time
-			if healthy != nil {
+			notLive := healthy != nil || opened
+			if notLive {
 				began = s.clock.Now()
 			}
 			s.stall.enter(s)
@@ -462,12 +462,14 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				if healthyTimer != nil {
 					healthyTimer.Stop()
 				}
+				opened = false
 				armHealthy()
-			case healthy != nil && s.clock.Since(began) >= s.opts.Policy.ShortSession:
+			case notLive && s.clock.Since(began) >= s.opts.Policy.ShortSession:
 				// The stream did not watch the session while the handler
 				// took its time: the server may have closed it. It goes
 				// live once seen open for ShortSession from now.
 				healthyTimer.Stop()
+				opened = false
 				armHealthy()
 			}
 			if err != nil {
@@ -513,6 +515,32 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	}
 }
 
+// settleWait is how long a watch must stay quiet for the stream to know
+// it has taken what the server sent: client-go's decoder hands events
+// over one at a time, and the next one of a backlog (or the close behind
+// it) takes it microseconds to decode.
+const settleWait = time.Millisecond
+
+// settled takes the next item of results if one comes within settleWait;
+// got is false if the watch stayed quiet that long. It waits on package
+// time, a scheduling pause rather than a policy (virtual inside a
+// testing/synctest bubble), and makes a timer only when nothing is ready.
+func settled(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, got bool) {
+	select {
+	case ev, ok = <-results:
+		return ev, ok, true
+	default:
+	}
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	select {
+	case ev, ok = <-results:
+		return ev, ok, true
+	case <-t.C:
+		return ev, false, false
+	}
+}
+
 // snapshot delivers snap to the handler, watched for a stall (only
 // published in a live session: a replay's is covered by escalations).
 func (s *Stream) snapshot(ctx context.Context, snap Snapshot) error {
@@ -543,15 +571,19 @@ var ErrCursorAhead = errors.New("the server has not reached the stream's cursor"
 // ResourceVersionTooLarge) if it has not, as a server without a watch
 // cache answers from etcd too. It returns an error wrapping
 // ErrCursorAhead in that case, and nil otherwise: the server reached the
-// cursor, or the LIST failed otherwise and cannot tell.
-func (s *Stream) cursorAhead(ctx context.Context, cursor string) error {
+// cursor. It reports whether it could tell: a LIST that failed otherwise
+// says nothing.
+func (s *Stream) cursorAhead(ctx context.Context, cursor string) (ahead error, told bool) {
 	_, err := s.lw.ListWithContext(ctx, metav1.ListOptions{
 		ResourceVersion: cursor, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 1,
 	})
-	if err == nil || !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
-		return nil
+	switch {
+	case err == nil:
+		return nil, true
+	case !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge):
+		return nil, false
 	}
-	return fmt.Errorf("%w (resourceVersion %s): %w", ErrCursorAhead, cursor, err)
+	return fmt.Errorf("%w (resourceVersion %s): %w", ErrCursorAhead, cursor, err), true
 }
 
 // apierrorsFromObject turns an ERROR event's object into an error; a Status
