@@ -120,17 +120,18 @@ func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, ope
 		}
 	}
 	// checkIn returns the first check of w's cursor made while w was
-	// open: a stream in doubt goes live once it is answered.
-	checkIn := func(w watchtest.Request) (watchtest.Request, bool) {
+	// open, and whether it came as w opened: a stream in doubt checks at
+	// once, and goes live once it is answered.
+	checkIn := func(w watchtest.Request) (c watchtest.Request, atOpen, ok bool) {
 		for _, c := range checks {
-			if c.Options.ResourceVersion == w.Options.ResourceVersion && !c.At.Before(w.At) && (w.Closed.IsZero() || !c.At.After(w.Closed)) {
-				return c, true
+			if c.Options.ResourceVersion == w.Options.ResourceVersion && !c.At.Before(w.At) && (w.Closed.IsZero() || c.At.Before(w.Closed)) {
+				return c, !c.At.After(w.At.Add(opened + 10*time.Millisecond)), true
 			}
 		}
-		return watchtest.Request{}, false
+		return watchtest.Request{}, false, false
 	}
 	wasAhead := func(w watchtest.Request) bool {
-		c, ok := checkIn(w)
+		c, _, ok := checkIn(w)
 		return ok && apierrors.HasStatusCause(c.Err, metav1.CauseTypeResourceVersionTooLarge)
 	}
 	var out []span
@@ -150,7 +151,7 @@ func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, ope
 			closed = r.Closed.Sub(start)
 		}
 		live := replayEnd.Add(shortSession)
-		if c, ok := checkIn(r); ok && c.Err == nil && c.At.Add(opened).After(live) {
+		if c, atOpen, ok := checkIn(r); ok && atOpen && c.Err == nil && c.At.Add(opened).After(live) {
 			live = c.At.Add(opened)
 		}
 		if l := live.Sub(start); l < closed {
@@ -397,11 +398,12 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 	// Precision: NeedsHuman only for a cause a human must fix that has
 	// lasted HumanGrace, no live progress for ProgressDeadline, or a
 	// consumer that has been missing a change for it. A stream cannot see
-	// a session live while its handler is stuck: what the server held
-	// open meanwhile does not count.
+	// a session live while its handler is stuck, nor before a slow one
+	// has taken the backlog: what the server held open meanwhile does not
+	// count.
 	var stuck []span
 	for _, iv := range w.intervals {
-		if iv.slot == slotStuck {
+		if iv.slot == slotStuck || iv.slot == slotSlow {
 			to := iv.end
 			if to < 0 {
 				to = end
