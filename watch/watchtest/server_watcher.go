@@ -100,7 +100,7 @@ func (w *serverWatch) capacityLocked() int {
 
 // pushLocked queues a change, unless the watch has delivered past it.
 func (w *serverWatch) pushLocked(rv int64, ev watch.Event, now time.Time) {
-	if rv <= w.sentRV || w.closing {
+	if rv <= w.sentRV || w.closing || w.ended {
 		return
 	}
 	if w.live >= w.capacityLocked() && w.checkAt.IsZero() {
@@ -237,6 +237,12 @@ func (w *serverWatch) run() {
 	defer wait.Stop()
 	for {
 		s.mu.Lock()
+		if w.ended {
+			// The server ended the watch (a restart, a close), maybe
+			// before its goroutine ran: what was queued is not sent.
+			s.mu.Unlock()
+			return
+		}
 		now := s.clock.Now()
 		if !w.checkAt.IsZero() && !now.Before(w.checkAt) {
 			w.checkLocked()
