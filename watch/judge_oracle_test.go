@@ -150,9 +150,25 @@ func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, ope
 		if !r.Closed.IsZero() {
 			closed = r.Closed.Sub(start)
 		}
-		live := replayEnd.Add(shortSession)
-		if c, atOpen, ok := checkIn(r); ok && atOpen && c.Err == nil && c.At.Add(opened).After(live) {
-			live = c.At.Add(opened)
+		// ShortSession, and the moment the watch must stay quiet.
+		live := replayEnd.Add(shortSession + time.Millisecond)
+		if c, atOpen, ok := checkIn(r); ok && atOpen {
+			// Confirmed by the check's answer, or by an event or a
+			// bookmark from the cursor, whichever came first; a check
+			// that failed confirms nothing.
+			var confirmed time.Time
+			if c.Err == nil {
+				confirmed = c.At.Add(opened)
+			}
+			if !r.FirstEvent.IsZero() && (confirmed.IsZero() || r.FirstEvent.Before(confirmed)) {
+				confirmed = r.FirstEvent
+			}
+			if confirmed.IsZero() {
+				continue
+			}
+			if confirmed.After(live) {
+				live = confirmed
+			}
 		}
 		if l := live.Sub(start); l < closed {
 			out = append(out, span{l, closed})

@@ -357,6 +357,9 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	}
 	first := true
 	done, results := ctx.Done(), w.ResultChan()
+	// checked, while a check of the cursor is in flight, receives its
+	// answer.
+	var checked chan checkResult
 	// opened is true once the session has stayed open for ShortSession
 	// and it is not live yet: it goes live once the stream has taken
 	// what the server sent before then. A close or an ERROR behind a
@@ -379,7 +382,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				goneLive()
 			}
 		}
-		if !got && deadline == nil && healthy == nil && check == nil {
+		if !got && deadline == nil && healthy == nil && check == nil && checked == nil {
 			// Steady state: take a ready event without the cost of a
 			// multi-way select, after a cheap check that the owner is
 			// not done.
@@ -404,11 +407,17 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				healthy, opened = nil, true
 				continue
 			case <-check:
-				check = nil
-				// A close that comes meanwhile waits in the result
-				// channel: goLive sees it.
-				err, told := s.cursorAhead(sctx, cursor)
-				switch {
+				// The check runs beside the session, which the stream
+				// keeps watching: a close meanwhile ends it as usual.
+				check, checked = nil, make(chan checkResult, 1)
+				go func(c chan<- checkResult) {
+					err, told := s.cursorAhead(sctx, cursor)
+					c <- checkResult{err, told}
+				}(checked)
+				continue
+			case res := <-checked:
+				checked = nil
+				switch err, told := res.ahead, res.told; {
 				case err != nil:
 					// The server never had the cursor: the session was
 					// never live, whatever it looked like, and the next
@@ -513,6 +522,12 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			// reflector does.
 		}
 	}
+}
+
+// checkResult is the answer to a check of the cursor (see cursorAhead).
+type checkResult struct {
+	ahead error
+	told  bool
 }
 
 // settleWait is how long a watch must stay quiet for the stream to know
