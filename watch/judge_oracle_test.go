@@ -109,7 +109,7 @@ type span struct{ from, to time.Duration }
 // open (once the open took its latency), and past its replay (if it was a
 // watch-list) by ShortSession. What the watch delivered does not count: a
 // session is live by staying open.
-func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, opened time.Duration) []span {
+func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, opened time.Duration, doubtAt func(time.Time) bool) []span {
 	// A watch from a cursor the server had not reached was silent, and
 	// never live: the stream's check of that cursor, made while the watch
 	// was open, says so.
@@ -119,20 +119,20 @@ func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, ope
 			checks = append(checks, r)
 		}
 	}
-	// checkIn returns the first check of w's cursor made while w was
-	// open, and whether it came as w opened: a stream in doubt checks at
-	// once, and goes live once it is answered.
-	checkIn := func(w watchtest.Request) (c watchtest.Request, atOpen, ok bool) {
+	// checksIn returns the checks of w's cursor made while w was open,
+	// and whether the stream was in doubt then: it checks at once, and
+	// goes live once a check is answered.
+	checksIn := func(w watchtest.Request) (in []watchtest.Request, inDoubt bool) {
 		for _, c := range checks {
-			if c.Options.ResourceVersion == w.Options.ResourceVersion && !c.At.Before(w.At) && (w.Closed.IsZero() || c.At.Before(w.Closed)) {
-				return c, !c.At.After(w.At.Add(opened + 10*time.Millisecond)), true
+			if c.Options.ResourceVersion == w.Options.ResourceVersion && !c.At.Before(w.At.Add(opened)) && (w.Closed.IsZero() || c.At.Before(w.Closed)) {
+				in = append(in, c)
 			}
 		}
-		return watchtest.Request{}, false, false
+		return in, w.Options.ResourceVersion != "" && doubtAt(w.At)
 	}
 	wasAhead := func(w watchtest.Request) bool {
-		c, _, ok := checkIn(w)
-		return ok && apierrors.HasStatusCause(c.Err, metav1.CauseTypeResourceVersionTooLarge)
+		in, _ := checksIn(w)
+		return len(in) > 0 && w.FirstEvent.IsZero() && apierrors.HasStatusCause(in[len(in)-1].Err, metav1.CauseTypeResourceVersionTooLarge)
 	}
 	var out []span
 	for _, r := range reqs {
@@ -152,13 +152,16 @@ func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, ope
 		}
 		// ShortSession, and the moment the watch must stay quiet.
 		live := replayEnd.Add(shortSession + time.Millisecond)
-		if c, atOpen, ok := checkIn(r); ok && atOpen {
-			// Confirmed by the check's answer, or by an event or a
+		if in, atOpen := checksIn(r); atOpen {
+			// Confirmed by a check's answer, or by an event or a
 			// bookmark from the cursor, whichever came first; a check
 			// that failed confirms nothing.
 			var confirmed time.Time
-			if c.Err == nil {
-				confirmed = c.At.Add(opened)
+			for _, c := range in {
+				if c.Err == nil {
+					confirmed = c.At.Add(opened)
+					break
+				}
 			}
 			if !r.FirstEvent.IsZero() && (confirmed.IsZero() || r.FirstEvent.Before(confirmed)) {
 				confirmed = r.FirstEvent
@@ -331,7 +334,23 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 	} else if l.Request > 0 {
 		opened = l.Request
 	}
-	live := liveSpans(reqs, w.start, end, opened)
+	// A stream is in doubt after a session that did not go live, and at
+	// its start from a cursor (see the watch package).
+	doubtAt := func(at time.Time) bool {
+		if sc.informer {
+			return false
+		}
+		t := at.Sub(w.start)
+		doubt := sc.stream.Cursor != "" && sc.stream.Cursor != "0"
+		for _, e := range p.counts().endings {
+			if e.at > t {
+				break
+			}
+			doubt = !e.v.Verdict.Healthy
+		}
+		return doubt
+	}
+	live := liveSpans(reqs, w.start, end, opened, doubtAt)
 	var trouble, human, stalls []span
 	for _, iv := range w.intervals {
 		to := iv.end
@@ -494,6 +513,9 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 		if t := seen + recallDeadline; t < s.from && t < end {
 			if st := stateAt(t); !st.NeedsHuman {
 				v.add(&v.missed, "missed: no live watch from %v, not NeedsHuman at %v (state %s/%s)", from, t, st.Phase, st.Reason)
+				if *judgeVerbose {
+					v.notes = append(v.notes, fmt.Sprintf("  live before it: %v", spansBefore(live, t, 3)))
+				}
 			}
 		}
 		// Honest Streaming: not Streaming once no watch has been live for

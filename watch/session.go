@@ -70,6 +70,11 @@ func (s *Stream) watchOptions(o metav1.ListOptions) (metav1.ListOptions, time.Du
 	o.AllowWatchBookmarks = true
 	if w := s.opts.WatchTimeout; w > 0 {
 		d := w + time.Duration(s.rand()*float64(w))
+		if o.SendInitialEvents != nil {
+			// A watch-list is not cut before its replay could end: the
+			// stream's own ReplayTimeout bounds that.
+			d = max(d, s.opts.ReplayTimeout)
+		}
 		seconds := max(int64((d+time.Second-1)/time.Second), 1)
 		o.TimeoutSeconds = &seconds
 		return o, time.Duration(seconds)*time.Second + sessionGrace
@@ -150,10 +155,20 @@ func (s *Stream) replayOnce(ctx context.Context) result {
 			return s.listThenWatch(ctx)
 		}
 		r.served = true
-		if r.cause == CauseReplayDeadline {
+		switch {
+		case r.cause == CauseReplayDeadline:
 			// A server that ignores sendInitialEvents never sends the end
 			// bookmark: list for a while.
 			s.watchListPaused = s.clock.Now().Add(watchListRetry)
+		case r.stage == StageReplay && r.cause == CauseClosed && ctx.Err() == nil:
+			// Cut before its end, by a timeout shorter than the replay
+			// takes, or by a proxy: a LIST is not cut so. Twice in a
+			// row, list for a while.
+			if s.cutReplays++; s.cutReplays >= 2 {
+				s.watchListPaused, s.cutReplays = s.clock.Now().Add(watchListRetry), 0
+			}
+		case r.stage == StageStream:
+			s.cutReplays = 0
 		}
 		return r
 	case refusesWatchList(err):
@@ -334,7 +349,11 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	}
 	// heard stops the cursor check: the server confirmed the cursor by
 	// delivering something.
+	// heardAny is true once the session delivered an event or a bookmark:
+	// an answer to a check asked before then is out of date.
+	heardAny := false
 	heard := func() {
+		heardAny = true
 		if check != nil {
 			checkTimer.Stop()
 			check = nil
@@ -418,6 +437,9 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			case res := <-checked:
 				checked = nil
 				switch err, told := res.ahead, res.told; {
+				case heardAny:
+					// The server delivered from the cursor since: it has
+					// reached it (a watch cache that caught up).
 				case err != nil:
 					// The server never had the cursor: the session was
 					// never live, whatever it looked like, and the next

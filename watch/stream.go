@@ -122,7 +122,9 @@ type StreamOptions struct {
 	// (timeoutSeconds), as client-go's reflector does with 5 minutes; the
 	// stream itself ends a session a minute past it, so a connection that
 	// died without a word cannot hold a session open. Short timeouts make
-	// routine closes frequent, which is how a demo shows them; [NewStream]
+	// routine closes frequent, which is how a demo shows them (a
+	// watch-list asks for at least ReplayTimeout, so that its replay is
+	// not cut before it can end); [NewStream]
 	// refuses one shorter than twice Policy.ShortSession, since sessions
 	// that end before they can go live are graded as flapping. Defaults to
 	// 0: no timeoutSeconds is sent, the server's own timeout applies (30–60
@@ -247,8 +249,10 @@ type Stream struct {
 	// say so, or the source cannot do a watch-list.
 	watchListOff bool
 	// watchListPaused is when a watch-list may be tried again after one
-	// timed out.
+	// timed out, or two in a row were cut before their end; cutReplays
+	// counts those.
 	watchListPaused time.Time
+	cutReplays      int
 	// unconfirmed is when the first session opened since the server last
 	// confirmed the cursor (an event or a bookmark delivered, a check);
 	// zero while it is confirmed.

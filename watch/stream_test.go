@@ -621,10 +621,10 @@ func TestStreamFlapping(t *testing.T) {
 		settle()
 		stop()
 		// The first session went live (open for ShortSession after its
-		// replay); then: a
-		// short close (resume at once), a second (replay), a replay closing
-		// empty (Flapping), another, and a replay that works.
-		wantCalls := []string{"watch-list", "watch from 6", "watch from 6", "watch-list", "watch-list", "watch-list"}
+		// replay); then: a short close (resume at once), a second (replay),
+		// a replay closing empty (Flapping), another, and, watch-lists
+		// being cut twice in a row, a LIST+WATCH that works.
+		wantCalls := []string{"watch-list", "watch from 6", "watch from 6", "watch-list", "watch-list", "list", "watch from 1"}
 		if diff := cmp.Diff(wantCalls, watchCalls(lw)); diff != "" {
 			t.Errorf("calls mismatch (-want +got):\n%s", diff)
 		}
