@@ -152,9 +152,9 @@ type FirstReady struct {
 // same Namespace with the same registry returns an error wrapping a
 // [prometheus.AlreadyRegisteredError] whose ExistingCollector is the first
 // *FirstReady: reuse it (its claims are the ones that prevent double
-// counting), or choose another Namespace. A nil reg returns an error
-// wrapping [ErrNilRegisterer], an invalid Namespace one wrapping
-// [ErrInvalidNamespace].
+// counting), or choose another Namespace. A nil reg (a nil
+// *prometheus.Registry too) returns an error wrapping [ErrNilRegisterer],
+// an invalid Namespace one wrapping [ErrInvalidNamespace].
 func NewFirstReady(reg prometheus.Registerer, opts FirstReadyOptions) (*FirstReady, error) {
 	ns := namespaceOr(opts.Namespace)
 	hopts := prometheus.HistogramOpts{
