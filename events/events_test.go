@@ -93,6 +93,12 @@ func TestTransition(t *testing.T) {
 		{"de-escalation keeping the reason", gaveUp, waiting, event(wgevents.SeverityNormal, "WaitingForPath")},
 		{"Stalled written False counts as not True", gaveUp, stalledFalse, event(wgevents.SeverityNormal, "WaitingForPath")},
 		{"nothing changed", stalled, stalled, nil},
+		// One Warning per escalation to Stalled: a stalled owner whose
+		// reason moves (one stalled gate heals and another's reason
+		// surfaces; a cause becomes the progress deadline) is not paged
+		// again.
+		{"stalled, its reason moves", stalled, conds(c("Ready", F, "ProgressDeadlineExceeded"), c("Stalled", T, "ProgressDeadlineExceeded")), nil},
+		{"stalled, Ready's reason moves alone", gaveUp, conds(c("Ready", F, "Forbidden"), c("Stalled", T, "WaitingForPath")), nil},
 		{"nothing changed, Ready True", readyTrue, readyTrue, nil},
 		{"message only", readyTrue, conds(metav1.Condition{Type: "Ready", Status: T, Reason: "Established", Message: "other"}), nil},
 		{"Ready removed", readyTrue, nil, nil},
