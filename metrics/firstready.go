@@ -124,13 +124,14 @@ var ErrInvalidBuckets = errors.New("watchgrade/metrics: buckets must be finite a
 //	                                                              (below), else rejected, not_witnessed
 //	Ready True or False                           done          never observed
 //
-// Witnessed: an object of the same resource in the same namespace has
-// been seen, by the time of the first Ready=True, with a Ready condition
-// (any status) stamped at or before this object's creation: its
+// Witnessed: another object of the same resource in the same namespace
+// has been first seen, by the time of the first Ready=True, with a Ready
+// condition (any status) stamped at or before this object's creation: its
 // lastTransitionTime, or its last status write without one. Ready
-// conditions are written by the controller, so the controller watched
-// that namespace then, and an object created since was created while it
-// was deployed: one created during an outage or a slow rollout is
+// conditions are written by the controller, and one there at first sight
+// was persisted by an earlier run, so the controller watched that
+// namespace then, and an object created since was created while it was
+// deployed: one created during an outage or a slow rollout is
 // measured from its creation, the outage included, which is what its
 // user waited. An object that was there before the controller first ran
 // with this library, never seen unready (no Ready at all), is not measured
@@ -366,10 +367,8 @@ func (f *FirstReady) claim(uid types.UID, status metav1.ConditionStatus, witness
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sweepLocked(now)
-	// The object's own Ready is no witness of its own creation: record it
-	// once this sighting is decided.
-	defer f.witnessLocked(s)
 	c, seen := f.claims.get(uid)
+	f.witnessLocked(s, !seen)
 	switch {
 	case !seen && (status == metav1.ConditionTrue || status == metav1.ConditionFalse):
 		f.claims.put(uid, claimDone)
@@ -395,18 +394,25 @@ func (f *FirstReady) claim(uid types.UID, status metav1.ConditionStatus, witness
 	return claimObserve
 }
 
-// witnessLocked records the Ready condition of a sighting, if any, as a
-// witness that the controller watched its namespace since it was stamped.
-func (f *FirstReady) witnessLocked(s sighting) {
+// witnessLocked records the Ready condition of an object's first sighting,
+// if it has one, as a witness that the controller watched its namespace
+// since it was stamped: that Ready was persisted before this tracker saw
+// the object. A Ready first seen later was written since, and says
+// nothing about the past; its sightings only keep the namespace's witness
+// from being swept.
+func (f *FirstReady) witnessLocked(s sighting, first bool) {
 	if s.readyAt.IsZero() {
 		return
 	}
 	w, ok := f.witnesses[s.where]
-	if ok && !s.readyAt.Before(w.since) && w.gen == f.claims.gen {
+	if ok && (!first || !s.readyAt.Before(w.since)) && w.gen == f.claims.gen {
 		return // the steady state: one lookup
 	}
-	if !ok || s.readyAt.Before(w.since) {
+	switch {
+	case first && (!ok || s.readyAt.Before(w.since)):
 		w.since = s.readyAt
+	case !ok:
+		return
 	}
 	w.gen = f.claims.gen
 	f.witnesses[s.where] = w
@@ -414,8 +420,8 @@ func (f *FirstReady) witnessLocked(s sighting) {
 
 // witnessedLocked reports whether an object first seen with no Ready,
 // created before WitnessedSince, was created while the controller watched
-// its namespace: another object of its resource there was seen with a
-// Ready condition stamped at or before its creation.
+// its namespace: another object of its resource there was first seen with
+// a Ready condition stamped at or before its creation.
 func (f *FirstReady) witnessedLocked(s sighting) bool {
 	w, ok := f.witnesses[s.where]
 	return ok && !s.created.Before(w.since)

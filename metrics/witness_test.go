@@ -128,6 +128,32 @@ func TestFirstReadyCreatedWhileDown(t *testing.T) {
 			{gr: widgets, ns: "ns", name: "older", created: -prior - time.Minute, status: metav1.ConditionTrue, ltt: 10 * time.Second, written: 10 * time.Second, want: wgmetrics.FirstReadyRejected},
 		},
 	}, {
+		name: "a Ready first seen after the tracker saw the object without one is no witness",
+		sightings: []sighting{
+			// A sibling created in the outage too, whose Ready this process
+			// wrote with a lagging clock, stamped before the late one's
+			// creation: it says nothing about the past.
+			func() sighting { s := lateSeen("ns"); s.name, s.created = "sibling", -prior-time.Hour; return s }(),
+			func() sighting {
+				s := sibling("ns", metav1.ConditionUnknown)
+				s.ltt, s.want = -outage, wgmetrics.FirstReadyPending
+				return s
+			}(),
+			lateSeen("ns"),
+			late("ns", metav1.ConditionTrue, wgmetrics.FirstReadyRejected),
+		},
+	}, {
+		name: "its own Ready is no witness of its own creation, whatever its stamp",
+		sightings: []sighting{
+			lateSeen("ns"),
+			func() sighting {
+				s := late("ns", metav1.ConditionUnknown, wgmetrics.FirstReadyPending)
+				s.ltt = -outage // written with a clock that lags
+				return s
+			}(),
+			late("ns", metav1.ConditionTrue, wgmetrics.FirstReadyRejected),
+		},
+	}, {
 		name: "its own Ready is no witness of its creation",
 		sightings: []sighting{
 			late("ns", metav1.ConditionUnknown, wgmetrics.FirstReadyPending),
