@@ -288,6 +288,7 @@ func generate(seed uint64, c *chooser) history {
 		add(end, g, "off "+desc, func(w *world) { w.faultOff(srv, s) })
 	}
 	downUntil := time.Duration(0)
+	quietUntil := time.Duration(-1) // the end of the last quiet window
 	at := h.firstStart
 	for {
 		at += c.logDuration(time.Millisecond, max(h.horizon/10, time.Second))
@@ -386,7 +387,7 @@ func generate(seed uint64, c *chooser) history {
 			srv := c.intn(len(h.streams))
 			add(at, 0, fmt.Sprintf("s%d run again", srv), func(w *world) { w.rerun(srv) })
 		default: // a quiet restart: nothing else around it
-			if at < downUntil || at < h.firstStart+quietBefore {
+			if at < downUntil || at < h.firstStart+quietBefore || at-quietBefore <= quietUntil {
 				continue
 			}
 			g := nextGroup()
@@ -403,6 +404,7 @@ func generate(seed uint64, c *chooser) history {
 				from, to = at-quietBefore, at+quietAfter
 			}
 			h.quiet = append(h.quiet, span{from, to})
+			quietUntil = to
 		}
 	}
 	h.dropInQuiet()

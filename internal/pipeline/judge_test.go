@@ -52,8 +52,11 @@ type verdict struct {
 	falseWarnings, missedWarnings, readyWhileIncomplete, heldTooLong int
 	restartWrites, noopWrites, kstatusDisagree, firstReadyWrong      int
 	// What the history exercised, so that a line of zeros is not empty.
-	writes, warnings, quietChecked, firstReady, held int
-	notes                                            []string
+	writes, warnings, firstReady, held, viewGaps int
+	// quietChecked counts owners checked across a quiet restart: of the
+	// controller, of the apiserver.
+	quietChecked [2]int
+	notes        []string
 }
 
 func (v *verdict) add(counter *int, format string, args ...any) {
@@ -79,7 +82,9 @@ func (v *verdict) sum(o verdict) {
 	v.firstReadyWrong += o.firstReadyWrong
 	v.writes += o.writes
 	v.warnings += o.warnings
-	v.quietChecked += o.quietChecked
+	v.quietChecked[0] += o.quietChecked[0]
+	v.quietChecked[1] += o.quietChecked[1]
+	v.viewGaps += o.viewGaps
 	v.firstReady += o.firstReady
 	v.held += o.held
 }
@@ -455,6 +460,7 @@ func judgeStreams(v *verdict, w *world, lw lifeWindow) {
 				if from >= to {
 					continue
 				}
+				v.viewGaps++
 				held := !p.streamedBefore(i, gap.from)
 				d := max(from, gap.from+staleBound)
 				if held {
@@ -616,6 +622,7 @@ func judgeQuiet(v *verdict, w *world, end time.Duration) {
 				if !established {
 					continue // the hold ended: writing is right
 				}
+				v.quietChecked[0]++
 				quietWrites(v, l, s, min(s+quietAfter, end), fmt.Sprintf("controller restart at %v (back at %v)", r, s))
 			}
 		case "quiet apiserver restart":
@@ -631,6 +638,7 @@ func judgeQuiet(v *verdict, w *world, end time.Duration) {
 			}
 			for _, l := range w.lives {
 				if settled(w, l, r) {
+					v.quietChecked[1]++
 					quietWrites(v, l, r, min(r+quietAfter, end), fmt.Sprintf("apiserver restart at %v", r))
 				}
 			}
@@ -658,7 +666,6 @@ func settled(w *world, l *life, r time.Duration) bool {
 }
 
 func quietWrites(v *verdict, l *life, from, to time.Duration, what string) {
-	v.quietChecked++
 	for _, wr := range l.writes {
 		if wr.at < from || wr.at >= to {
 			continue
@@ -910,10 +917,10 @@ func TestPipeline(t *testing.T) {
 	}
 	runtime.GC()
 	leaks := max(runtime.NumGoroutine()-before, 0)
-	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d leaks=%d (writes=%d warnings=%d holds=%d quiet_restart_owners=%d first_ready=%d, %v)\n",
+	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d leaks=%d (writes=%d warnings=%d holds=%d view_gaps=%d quiet_restarts_checked=%d+%d first_ready=%d, %v)\n",
 		*pipelineHistories, failed, total.falseWarnings, total.missedWarnings, total.readyWhileIncomplete, total.heldTooLong,
 		total.restartWrites, total.noopWrites, total.kstatusDisagree, total.firstReadyWrong, leaks,
-		total.writes, total.warnings, total.held, total.quietChecked, total.firstReady, time.Since(start).Round(time.Second))
+		total.writes, total.warnings, total.held, total.viewGaps, total.quietChecked[0], total.quietChecked[1], total.firstReady, time.Since(start).Round(time.Second))
 	if leaks > 0 {
 		t.Errorf("%d goroutines more than before the histories", leaks)
 	}
