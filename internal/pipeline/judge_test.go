@@ -144,17 +144,19 @@ func isTrue(conds []metav1.Condition, typ string) bool {
 }
 
 // storedAt returns l's conditions and status.observedGeneration as stored
-// at t (after every write made at t).
-func (l *life) storedAt(t time.Duration) ([]metav1.Condition, int64) {
+// at t (after every write made at t), and the process that wrote them (-1
+// for none).
+func (l *life) storedAt(t time.Duration) ([]metav1.Condition, int64, int) {
 	var conds []metav1.Condition
 	var observed int64 = -1
+	proc := -1
 	for _, wr := range l.writes {
 		if wr.at > t {
 			break
 		}
-		conds, observed = wr.after, wr.gen
+		conds, observed, proc = wr.after, wr.gen, wr.proc
 	}
-	return conds, observed
+	return conds, observed, proc
 }
 
 // genAt returns l's generation mark in force at t.
@@ -172,14 +174,20 @@ func (l *life) genAt(t time.Duration) genMark {
 // findStored returns the first instant in [from, to) at which the stored
 // conditions satisfy bad, or -1.
 func (l *life) findStored(from, to time.Duration, bad func(conds []metav1.Condition, observed int64) bool) time.Duration {
+	return l.findWritten(from, to, func(c []metav1.Condition, o int64, _ int) bool { return bad(c, o) })
+}
+
+// findWritten is findStored whose bad also reads which process wrote the
+// stored conditions (-1 for none).
+func (l *life) findWritten(from, to time.Duration, bad func(conds []metav1.Condition, observed int64, proc int) bool) time.Duration {
 	if from >= to {
 		return -1
 	}
-	if c, o := l.storedAt(from); bad(c, o) {
+	if c, o, p := l.storedAt(from); bad(c, o, p) {
 		return from
 	}
 	for _, wr := range l.writes {
-		if wr.at > from && wr.at < to && bad(wr.after, wr.gen) {
+		if wr.at > from && wr.at < to && bad(wr.after, wr.gen, wr.proc) {
 			return wr.at
 		}
 	}
@@ -447,6 +455,15 @@ func judgeStreams(v *verdict, w *world, lw lifeWindow) {
 						what, l.key, l.uid, at, i, seg.s.Phase, seg.s.Reason, seg.from, p.id, p.start)
 				} else if held && l.findStored(from, min(to, d), readyTrue) >= 0 {
 					v.held++
+					// Held is a Ready=True persisted by an earlier process:
+					// one this process writes over a starting stream (a
+					// new generation, say) is no hold.
+					if at := l.findWritten(from+eps, min(to, d), func(c []metav1.Condition, _ int64, proc int) bool {
+						return proc == p.id && isTrue(c, wgreadiness.ConditionReady)
+					}); at >= 0 {
+						v.add(&v.readyWhileIncomplete, "%s %s: Ready=True written at %v by process %d itself while s%d is %s/%s since %v: no hold",
+							l.key, l.uid, at, p.id, i, seg.s.Phase, seg.s.Reason, seg.from)
+					}
 				}
 				if seg.s.NeedsHuman {
 					if at := l.findStored(from+eps, to, notStalled); at >= 0 {
@@ -653,7 +670,7 @@ func settled(w *world, l *life, r time.Duration) bool {
 	if l.created > r-quietBefore || (l.deleted >= 0 && l.deleted < r+quietAfter) {
 		return false
 	}
-	conds, observed := l.storedAt(r)
+	conds, observed, _ := l.storedAt(r)
 	if !isTrue(conds, wgreadiness.ConditionReady) || observed != l.genAt(r).gen {
 		return false
 	}
