@@ -52,7 +52,10 @@
 // stalled keeping its reason leaves Ready=False with the same reason, and
 // Stalled going True is the one moment a human must hear of it. So
 // Stalled going True is always exactly one Warning, and clearing it one
-// Normal Event. A recovery (Ready back to True) is a Normal Event. A
+// Normal Event; while Stalled stays True nothing is recorded, even if its
+// reason moves (a second stalled gate surfacing, a cause turning into the
+// progress deadline): the human was paged once, and the conditions show
+// the new reason. A recovery (Ready back to True) is a Normal Event. A
 // reconcile that changes nothing records nothing, and neither does a
 // routine watch reconnect, which changes no condition at all.
 //

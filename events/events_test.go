@@ -93,6 +93,12 @@ func TestTransition(t *testing.T) {
 		{"de-escalation keeping the reason", gaveUp, waiting, event(wgevents.SeverityNormal, "WaitingForPath")},
 		{"Stalled written False counts as not True", gaveUp, stalledFalse, event(wgevents.SeverityNormal, "WaitingForPath")},
 		{"nothing changed", stalled, stalled, nil},
+		// One Warning per escalation to Stalled: a stalled owner whose
+		// reason moves (one stalled gate heals and another's reason
+		// surfaces; a cause becomes the progress deadline) is not paged
+		// again.
+		{"stalled, its reason moves", stalled, conds(c("Ready", F, "ProgressDeadlineExceeded"), c("Stalled", T, "ProgressDeadlineExceeded")), nil},
+		{"stalled, Ready's reason moves alone", gaveUp, conds(c("Ready", F, "Forbidden"), c("Stalled", T, "WaitingForPath")), nil},
 		{"nothing changed, Ready True", readyTrue, readyTrue, nil},
 		{"message only", readyTrue, conds(metav1.Condition{Type: "Ready", Status: T, Reason: "Established", Message: "other"}), nil},
 		{"Ready removed", readyTrue, nil, nil},
@@ -364,5 +370,42 @@ func TestNewRecorderRefusesBadInput(t *testing.T) {
 	long := wgevents.EventsOptions{Action: strings.Repeat("a", wgevents.MaxActionBytes+1)}
 	if _, err := wgevents.NewEventsRecorder(&fakeEventsV1{}, long); !errors.Is(err, wgevents.ErrInvalidAction) {
 		t.Errorf("NewEventsRecorder(action of %d bytes) = %v, want ErrInvalidAction", len(long.Action), err)
+	}
+}
+
+// Record returns the Event as it was recorded: with the reason cut to
+// MaxReasonBytes, and for events.k8s.io the note cut to MaxNoteBytes. It
+// used to return Ready's uncut reason while recording the cut one.
+func TestRecordReturnsWhatItRecorded(t *testing.T) {
+	long := "Reason" + strings.Repeat("X", 1000)
+	msg := strings.Repeat("é", 1000) // 2000 bytes
+	after := conds(c("Ready", F, long), c("Stalled", T, long))
+	after[0].Message, after[1].Message = msg, msg
+	core, events := &fakeCoreV1{}, &fakeEventsV1{}
+	for _, tt := range []struct {
+		name     string
+		rec      *wgevents.Recorder
+		recorded func() string
+		action   string
+		wantNote int
+	}{
+		{"core/v1", mustRecorder(wgevents.NewRecorder(core)), func() string { return core.events[0] }, "", len(msg)},
+		{"events.k8s.io/v1", mustRecorder(wgevents.NewEventsRecorder(events, wgevents.EventsOptions{})), func() string { return events.events[0] },
+			wgevents.DefaultAction + " ", wgevents.MaxNoteBytes},
+	} {
+		e, ok := tt.rec.Record(nil, nil, after)
+		if !ok {
+			t.Fatalf("%s: Record() recorded nothing", tt.name)
+		}
+		want := string(e.Type) + " " + e.Reason + " " + tt.action + e.Message
+		if got := tt.recorded(); got != want {
+			t.Errorf("%s: Record() returned %.60q…, recorded %.60q…", tt.name, want, got)
+		}
+		if len(e.Reason) != wgevents.MaxReasonBytes {
+			t.Errorf("%s: Record() returned a reason of %d bytes, want %d", tt.name, len(e.Reason), wgevents.MaxReasonBytes)
+		}
+		if len(e.Message) > tt.wantNote {
+			t.Errorf("%s: Record() returned a message of %d bytes, want at most %d", tt.name, len(e.Message), tt.wantNote)
+		}
 	}
 }

@@ -70,7 +70,8 @@ type EventsOptions struct {
 // It is safe for concurrent use if the recorder it wraps is (client-go's
 // are).
 type Recorder struct {
-	emit func(obj runtime.Object, e Event)
+	// emit records e, cut to the API's limits, and returns it as recorded.
+	emit func(obj runtime.Object, e Event) Event
 }
 
 // NewRecorder returns a Recorder that records through a core/v1 recorder,
@@ -79,8 +80,10 @@ func NewRecorder(r CoreV1Recorder) (*Recorder, error) {
 	if isNil(r) {
 		return nil, fmt.Errorf("NewRecorder: %w", ErrNilRecorder)
 	}
-	return &Recorder{emit: func(obj runtime.Object, e Event) {
-		r.Event(obj, string(e.Type), cut(e.Reason, MaxReasonBytes), e.Message)
+	return &Recorder{emit: func(obj runtime.Object, e Event) Event {
+		e.Reason = cut(e.Reason, MaxReasonBytes)
+		r.Event(obj, string(e.Type), e.Reason, e.Message)
+		return e
 	}}, nil
 }
 
@@ -98,9 +101,11 @@ func NewEventsRecorder(r EventsV1Recorder, opts EventsOptions) (*Recorder, error
 	if len(action) > MaxActionBytes {
 		return nil, fmt.Errorf("NewEventsRecorder: %w: %d bytes, at most %d", ErrInvalidAction, len(action), MaxActionBytes)
 	}
-	return &Recorder{emit: func(obj runtime.Object, e Event) {
+	return &Recorder{emit: func(obj runtime.Object, e Event) Event {
+		e.Reason, e.Message = cut(e.Reason, MaxReasonBytes), truncate(e.Message, MaxNoteBytes)
 		// The note is passed as an argument: a message may hold '%'.
-		r.Eventf(obj, nil, string(e.Type), cut(e.Reason, MaxReasonBytes), action, "%s", truncate(e.Message, MaxNoteBytes))
+		r.Eventf(obj, nil, string(e.Type), e.Reason, action, "%s", e.Message)
+		return e
 	}}, nil
 }
 
@@ -118,17 +123,18 @@ func isNil(v any) bool {
 }
 
 // Record records the Event that [Transition] decides for obj, if any,
-// and reports it. Call it once per successful status write, with the
+// and returns it as recorded: its reason cut to MaxReasonBytes and, for
+// events.k8s.io/v1, its message cut to MaxNoteBytes. Call it once per successful status write, with the
 // conditions as they were read before the reconcile and as they were
 // written: after a failed write nothing has changed, and a reconcile that
 // changes nothing records nothing, so the client-go spam filter's budget
 // (25 Events per object) is spent only on transitions.
 func (r *Recorder) Record(obj runtime.Object, before, after []metav1.Condition) (Event, bool) {
 	e, ok := Transition(before, after)
-	if ok {
-		r.emit(obj, e)
+	if !ok {
+		return Event{}, false
 	}
-	return e, ok
+	return r.emit(obj, e), true
 }
 
 // cut cuts s to at most n bytes on a rune boundary.

@@ -75,6 +75,7 @@ type Event struct {
 //	before → after                                 records
 //	---------------------------------------------  ------------------------------------
 //	Ready absent after                             nothing
+//	Stalled True before and after                  nothing, whatever else moved
 //	Ready appeared, or its status or reason moved  an Event with Ready's reason
 //	Stalled became True, Ready as it was           a Warning with Stalled's reason: the
 //	                                                 escalation of a gate that kept its
@@ -83,9 +84,14 @@ type Event struct {
 //	otherwise                                      nothing
 //
 // A message-only change records nothing: messages may name other gates and
-// change more often than anyone should be told. The Event's type is
-// [SeverityOf] the conditions after, so Stalled going True is always one
-// Warning, and a recovery (Stalled cleared, Ready back to True) is Normal.
+// change more often than anyone should be told. Neither does a change of
+// reason while Stalled stays True: the reason of a stalled owner moves
+// when one of two stalled gates heals and the other's reason surfaces, or
+// when a stream's cause turns into its progress deadline, and neither is
+// news to the human already paged; the conditions show the new reason.
+// The Event's type is [SeverityOf] the conditions after, so Stalled going
+// True is always exactly one Warning, never more until Stalled clears,
+// and a recovery (Stalled cleared, Ready back to True) is Normal.
 // Its message is the message of the condition whose reason it carries.
 func Transition(before, after []metav1.Condition) (Event, bool) {
 	now := meta.FindStatusCondition(after, conditionReady)
@@ -97,6 +103,8 @@ func Transition(before, after []metav1.Condition) (Event, bool) {
 	stalledAfter := meta.IsStatusConditionTrue(after, conditionStalled)
 	carrier := now
 	switch {
+	case stalledBefore && stalledAfter:
+		return Event{}, false
 	case was == nil || was.Status != now.Status || was.Reason != now.Reason:
 	case stalledAfter && !stalledBefore:
 		carrier = meta.FindStatusCondition(after, conditionStalled)

@@ -133,8 +133,12 @@
 // instead of poisoning the histogram's sum. not_witnessed is routine: an
 // object that was there before the controller first ran with the library
 // ([FirstReadyOptions.WitnessedSince]) and was never seen unready, so its
-// creation is no start to measure from; do not alert on it. The others
-// mean broken timestamps.
+// creation is no start to measure from; do not alert on it. An object
+// created while the controller was down is measured from its creation,
+// the outage included, when another object of its namespace carried a
+// Ready older than it (see [FirstReady]); the first object of a namespace
+// created during an outage is counted as not_witnessed instead. The
+// others mean broken timestamps.
 //
 // The end time is the latest managedFields time of the status
 // subresource: stamped by the API server, like creationTimestamp, so the

@@ -48,9 +48,13 @@ type FirstReadyOptions struct {
 	// Clock drives the claim sweep. Defaults to the real clock.
 	Clock clock.PassiveClock
 	// WitnessedSince is when the tracker began to see creations: an object
-	// created before it and first seen with no Ready condition was never
-	// seen unready, and its first Ready=True is counted as not_witnessed
-	// rather than measured from a creation long past. Defaults to when
+	// created at or after it is measured whatever it was first seen with.
+	// One created before it and first seen with no Ready condition is
+	// measured only if the witness rule of [FirstReady] vouches for it;
+	// otherwise its first Ready=True is counted as not_witnessed rather
+	// than measured from a creation long past. Set it from a record that
+	// outlives the process, such as when the controller was first
+	// installed, to measure every object created since. Defaults to when
 	// NewFirstReady ran, less a minute for the skew between this clock and
 	// the API server's.
 	WitnessedSince time.Time
@@ -113,22 +117,45 @@ var ErrInvalidBuckets = errors.New("watchgrade/metrics: buckets must be finite a
 //	--------------------------------------------  ------------  -------------------------------------------
 //	Ready Unknown                                 pending       first Ready=True: observed (or rejected);
 //	                                                              Ready False or Unknown: still pending
-//	Ready absent, created after WitnessedSince    pending       as above
-//	Ready absent, created before WitnessedSince   unwitnessed   first Ready=True: rejected, not_witnessed
+//	Ready absent, created at or after             pending       as above
+//	  WitnessedSince, or no creationTimestamp                     (no creationTimestamp: rejected,
+//	                                                              missing_creation_timestamp)
+//	Ready absent, created before WitnessedSince   unwitnessed   first Ready=True: observed if witnessed
+//	                                                              (below), else rejected, not_witnessed
 //	Ready True or False                           done          never observed
+//
+// Witnessed: another object of the same resource in the same namespace
+// has been first seen, by the time of the first Ready=True, with a Ready
+// condition (any status) stamped at or before this object's creation: its
+// lastTransitionTime, or its last status write without one. Ready
+// conditions are written by the controller, and one there at first sight
+// was persisted by an earlier run, so the controller watched that
+// namespace then, and an object created since was created while it was
+// deployed: one created during an outage or a slow rollout is
+// measured from its creation, the outage included, which is what its
+// user waited. An object that was there before the controller first ran
+// with this library, never seen unready (no Ready at all), is not measured
+// from a creation days ago: no Ready in its namespace is older than it,
+// so it is counted as not_witnessed, never as too_long.
 //
 // So an object seen first after a restart already Ready, or stalled
 // (Ready=False) before its first Ready, is not observed: the metric
-// undercounts rather than counts twice. And an object that was there before
-// the controller first ran with this library, never seen unready (no Ready
-// at all), is not measured from a creation days ago: it is counted as
-// not_witnessed, never as too_long.
+// undercounts rather than counts twice. It also misses an object created
+// while the controller was down in a namespace where no object carried a
+// Ready before it (the namespace's first object, or one that came into
+// the controller's scope with it): that object is counted as
+// not_witnessed. Call Observe from the informer's event handlers as well
+// as from the reconciler: after a restart the informer's initial list
+// then shows the tracker every object's persisted Ready before any
+// object's first Ready=True.
 //
 // Claims live in memory, one small entry per object. Delete releases one;
 // an object not seen for [FirstReadyOptions.ClaimTTL] (a missed delete) is
 // forgotten by a sweep that the calls themselves drive, so memory is
-// bounded by the live objects. Forgetting a live object is safe under the
-// contract above: its next sighting starts over from its persisted Ready.
+// bounded by the live objects (and one entry per namespace for the
+// witness rule, swept the same way). Forgetting a live object is safe
+// under the contract above: its next sighting starts over from its
+// persisted Ready.
 //
 // FirstReady is a [prometheus.Collector] for all of its metrics, which is
 // how [NewFirstReady] registers them as one unit.
@@ -145,6 +172,23 @@ type FirstReady struct {
 	claims    claims
 	nextSweep time.Time
 	known     map[schema.GroupResource]string
+	// witnesses holds, per resource and namespace, the earliest time a
+	// Ready condition seen on one of its objects was stamped: the
+	// controller watched that namespace since then.
+	witnesses map[witnessKey]witness
+}
+
+// witnessKey is a namespace of one resource.
+type witnessKey struct {
+	gr        schema.GroupResource
+	namespace string
+}
+
+// witness is the earliest Ready seen in a namespace, and the sweep
+// generation in which one was last seen there.
+type witness struct {
+	since time.Time
+	gen   uint32
 }
 
 // NewFirstReady creates the time-to-first-Ready metrics and registers them
@@ -152,9 +196,9 @@ type FirstReady struct {
 // same Namespace with the same registry returns an error wrapping a
 // [prometheus.AlreadyRegisteredError] whose ExistingCollector is the first
 // *FirstReady: reuse it (its claims are the ones that prevent double
-// counting), or choose another Namespace. A nil reg returns an error
-// wrapping [ErrNilRegisterer], an invalid Namespace one wrapping
-// [ErrInvalidNamespace].
+// counting), or choose another Namespace. A nil reg (a nil
+// *prometheus.Registry too) returns an error wrapping [ErrNilRegisterer],
+// an invalid Namespace one wrapping [ErrInvalidNamespace].
 func NewFirstReady(reg prometheus.Registerer, opts FirstReadyOptions) (*FirstReady, error) {
 	ns := namespaceOr(opts.Namespace)
 	hopts := prometheus.HistogramOpts{
@@ -188,8 +232,9 @@ func NewFirstReady(reg prometheus.Registerer, opts FirstReadyOptions) (*FirstRea
 			Namespace: ns, Name: "time_to_first_ready_rejected_total",
 			Help: "First Ready=True transitions not observed because their timestamps were missing, reversed or implausible, by resource and reason.",
 		}, []string{LabelResource, LabelReason}),
-		claims: newClaims(),
-		known:  make(map[schema.GroupResource]string),
+		claims:    newClaims(),
+		known:     make(map[schema.GroupResource]string),
+		witnesses: make(map[witnessKey]witness),
 	}
 	if f.clock == nil {
 		f.clock = clock.RealClock{}
@@ -251,9 +296,14 @@ func (f *FirstReady) Observe(gr schema.GroupResource, obj metav1.Object, ready *
 	if ready != nil && ready.Status != "" {
 		status = ready.Status
 	}
-	witnessed := ready != nil || !obj.GetCreationTimestamp().Time.Before(f.witnessedSince)
+	created := obj.GetCreationTimestamp().Time
+	// An object without a creationTimestamp is not left to the witness
+	// rule: its first Ready is rejected as missing_creation_timestamp.
+	witnessed := ready != nil || created.IsZero() || !created.Before(f.witnessedSince)
 	res := f.add(gr)
-	outcome := f.claim(obj.GetUID(), status, witnessed)
+	outcome := f.claim(obj.GetUID(), status, witnessed, sighting{
+		where: witnessKey{gr, obj.GetNamespace()}, created: created, readyAt: readyStamped(obj, ready),
+	})
 	switch outcome {
 	case claimObserve:
 		d, reason := readyDuration(obj, ready, f.maxDuration)
@@ -282,14 +332,43 @@ const (
 	claimNotWitnessed
 )
 
+// sighting is what the witness rule reads from one sighting.
+type sighting struct {
+	where   witnessKey
+	created time.Time
+	// readyAt is when the sighted Ready condition was stamped; zero when
+	// there is none.
+	readyAt time.Time
+}
+
+// readyStamped returns when ready was stamped: its lastTransitionTime, or
+// without one the latest managedFields time of obj's status subresource;
+// zero when ready is nil.
+func readyStamped(obj metav1.Object, ready *metav1.Condition) time.Time {
+	if ready == nil {
+		return time.Time{}
+	}
+	if !ready.LastTransitionTime.IsZero() {
+		return ready.LastTransitionTime.Time
+	}
+	var at time.Time
+	for _, m := range obj.GetManagedFields() {
+		if m.Subresource == "status" && m.Time != nil && m.Time.After(at) {
+			at = m.Time.Time
+		}
+	}
+	return at
+}
+
 // claim updates uid's claim for a sighting with Ready status, and says
 // what to do; the metrics are touched after the lock is released.
-func (f *FirstReady) claim(uid types.UID, status metav1.ConditionStatus, witnessed bool) claimOutcome {
+func (f *FirstReady) claim(uid types.UID, status metav1.ConditionStatus, witnessed bool, s sighting) claimOutcome {
 	now := f.clock.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sweepLocked(now)
 	c, seen := f.claims.get(uid)
+	f.witnessLocked(s, !seen)
 	switch {
 	case !seen && (status == metav1.ConditionTrue || status == metav1.ConditionFalse):
 		f.claims.put(uid, claimDone)
@@ -309,10 +388,43 @@ func (f *FirstReady) claim(uid types.UID, status metav1.ConditionStatus, witness
 	}
 	// Pending (or unwitnessed) and now Ready=True: this call wins.
 	f.claims.put(uid, claimDone)
-	if c.state == claimUnwitnessed {
+	if c.state == claimUnwitnessed && !f.witnessedLocked(s) {
 		return claimNotWitnessed
 	}
 	return claimObserve
+}
+
+// witnessLocked records the Ready condition of an object's first sighting,
+// if it has one, as a witness that the controller watched its namespace
+// since it was stamped: that Ready was persisted before this tracker saw
+// the object. A Ready first seen later was written since, and says
+// nothing about the past; its sightings only keep the namespace's witness
+// from being swept.
+func (f *FirstReady) witnessLocked(s sighting, first bool) {
+	if s.readyAt.IsZero() {
+		return
+	}
+	w, ok := f.witnesses[s.where]
+	if ok && (!first || !s.readyAt.Before(w.since)) && w.gen == f.claims.gen {
+		return // the steady state: one lookup
+	}
+	switch {
+	case first && (!ok || s.readyAt.Before(w.since)):
+		w.since = s.readyAt
+	case !ok:
+		return
+	}
+	w.gen = f.claims.gen
+	f.witnesses[s.where] = w
+}
+
+// witnessedLocked reports whether an object first seen with no Ready,
+// created before WitnessedSince, was created while the controller watched
+// its namespace: another object of its resource there was first seen with
+// a Ready condition stamped at or before its creation.
+func (f *FirstReady) witnessedLocked(s sighting) bool {
+	w, ok := f.witnesses[s.where]
+	return ok && !s.created.Before(w.since)
 }
 
 // isNil reports whether obj is nil or a typed nil, as a dynamic client
@@ -371,6 +483,11 @@ func (f *FirstReady) DeleteResource(gr schema.GroupResource) {
 	res := resourceLabel(gr)
 	f.mu.Lock()
 	delete(f.known, gr)
+	for k := range f.witnesses {
+		if k.gr == gr {
+			delete(f.witnesses, k)
+		}
+	}
 	f.mu.Unlock()
 	match := prometheus.Labels{LabelResource: res}
 	f.durations.DeletePartialMatch(match)
@@ -404,5 +521,10 @@ func (f *FirstReady) sweepLocked(now time.Time) {
 		return
 	}
 	f.claims.sweep()
+	for k, w := range f.witnesses {
+		if f.claims.gen-w.gen > 1 {
+			delete(f.witnesses, k)
+		}
+	}
 	f.nextSweep = now.Add(f.ttl)
 }

@@ -26,11 +26,13 @@ const (
 	// [FirstReadyOptions.MaxDuration], which a zero-ish or corrupted
 	// timestamp produces (kubernetes#130432, karpenter#2403).
 	RejectTooLong RejectReason = "too_long"
-	// RejectNotWitnessed: the object existed before the tracker could see
-	// its creation and was first seen with no Ready condition, so it was
-	// never seen unready: an object already there when its controller
-	// first ran with this library. Its creationTimestamp is no start to
-	// measure from. Routine: do not alert on it.
+	// RejectNotWitnessed: the object was created before the tracker could
+	// see creations, was first seen with no Ready condition, and no object
+	// of its namespace carried a Ready older than it (see [FirstReady]):
+	// an object already there when its controller first ran with this
+	// library, or, rarely, created during an outage as the first object
+	// of its namespace. Its creationTimestamp is no start to measure from.
+	// Routine: do not alert on it.
 	RejectNotWitnessed RejectReason = "not_witnessed"
 )
 

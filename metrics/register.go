@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,7 +31,8 @@ const (
 )
 
 // ErrNilRegisterer is returned, wrapped, by the constructors when they are
-// given a nil prometheus.Registerer.
+// given a nil prometheus.Registerer, or an interface holding a nil pointer
+// such as (*prometheus.Registry)(nil).
 var ErrNilRegisterer = errors.New("nil prometheus.Registerer")
 
 // ErrInvalidNamespace is returned, wrapped, by the constructors when the
@@ -55,18 +57,39 @@ func validNamespace(ns string) bool {
 // register registers c with reg as one unit: either every metric of c is
 // registered or none is. The error wraps what reg returned, so that
 // errors.As finds a [prometheus.AlreadyRegisteredError] and its
-// ExistingCollector.
-func register(reg prometheus.Registerer, ns string, c prometheus.Collector, what string) error {
-	if reg == nil {
+// ExistingCollector. It never panics: a registerer that panics (a nil
+// registry behind a wrapping registerer, which cannot be seen from here)
+// is an error.
+func register(reg prometheus.Registerer, ns string, c prometheus.Collector, what string) (err error) {
+	if isNilRegisterer(reg) {
 		return fmt.Errorf("metrics: register %s: %w", what, ErrNilRegisterer)
 	}
 	if !validNamespace(ns) {
 		return fmt.Errorf("metrics: register %s: %w %q", what, ErrInvalidNamespace, ns)
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("metrics: register %s: the registerer panicked: %v", what, r)
+		}
+	}()
 	if err := reg.Register(c); err != nil {
 		return fmt.Errorf("metrics: register %s: %w", what, err)
 	}
 	return nil
+}
+
+// isNilRegisterer reports whether reg is nil or holds a nil pointer (or
+// other nil reference).
+func isNilRegisterer(reg prometheus.Registerer) bool {
+	if reg == nil {
+		return true
+	}
+	v := reflect.ValueOf(reg)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
 
 func namespaceOr(ns string) string {

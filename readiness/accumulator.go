@@ -31,7 +31,8 @@ type AccumulatorOptions struct {
 	// queued twice. Owners affected by one stream's change are queued in
 	// namespace and name order. A slow OnChange delays later calls but never
 	// the observer or any other method. Handing the key to a workqueue is
-	// the intended use. Defaults to none.
+	// the intended use. Defaults to none: then the accumulator starts no
+	// goroutine and no timer at all, and only Apply and Gates are of use.
 	OnChange func(types.NamespacedName)
 	// StartGrace is how long a stream may take to be established after the
 	// accumulator first hears of it before an owner that is Ready for its
@@ -40,7 +41,9 @@ type AccumulatorOptions struct {
 	// leaves such an owner's conditions as they are. A controller restart
 	// then writes nothing. Defaults to DefaultStartGrace.
 	StartGrace time.Duration
-	// Clock times the start grace. Defaults to the real clock.
+	// Clock times the start grace: both whether a stream is still within
+	// it (Apply's now argument plays no part) and the OnChange call when
+	// it ends. Defaults to the real clock.
 	Clock clock.WithDelayedExecution
 }
 
@@ -83,11 +86,14 @@ type Accumulator struct {
 	grace    time.Duration
 	clock    clock.WithDelayedExecution
 
-	mu       sync.Mutex
-	streams  map[string]watch.State
-	started  map[string]time.Time // when each stream was first heard of
-	owners   map[types.NamespacedName]*owner
-	byStream map[string]map[types.NamespacedName]struct{}
+	mu      sync.Mutex
+	streams map[string]watch.State
+	started map[string]time.Time // when each stream was first heard of
+	// established holds the streams that have been established since they
+	// were first heard of: they are never held again.
+	established map[string]struct{}
+	owners      map[types.NamespacedName]*owner
+	byStream    map[string]map[types.NamespacedName]struct{}
 
 	// Work for the delivery goroutine: streams whose owners must be
 	// evaluated again, then OnChange calls, in order, without duplicates.
@@ -117,16 +123,17 @@ func NewAccumulator(opts AccumulatorOptions) (*Accumulator, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	return &Accumulator{
-		opts:     opts.Rollup,
-		onChange: opts.OnChange,
-		grace:    opts.StartGrace,
-		clock:    opts.Clock,
-		streams:  make(map[string]watch.State),
-		started:  make(map[string]time.Time),
-		owners:   make(map[types.NamespacedName]*owner),
-		byStream: make(map[string]map[types.NamespacedName]struct{}),
-		dirtySet: make(map[string]struct{}),
-		queued:   make(map[types.NamespacedName]struct{}),
+		opts:        opts.Rollup,
+		onChange:    opts.OnChange,
+		grace:       opts.StartGrace,
+		clock:       opts.Clock,
+		streams:     make(map[string]watch.State),
+		started:     make(map[string]time.Time),
+		established: make(map[string]struct{}),
+		owners:      make(map[types.NamespacedName]*owner),
+		byStream:    make(map[string]map[types.NamespacedName]struct{}),
+		dirtySet:    make(map[string]struct{}),
+		queued:      make(map[types.NamespacedName]struct{}),
 	}, nil
 }
 
@@ -140,6 +147,9 @@ func (a *Accumulator) StateChanged(s watch.State) {
 	defer a.mu.Unlock()
 	a.streams[s.Stream] = s
 	a.heardOfLocked(s.Stream)
+	if StreamLevel(s) == LevelEstablished {
+		a.established[s.Stream] = struct{}{}
+	}
 	a.markLocked(s.Stream)
 }
 
@@ -168,12 +178,14 @@ func (a *Accumulator) Track(key types.NamespacedName, streams ...string) {
 	a.evaluateLocked(key)
 }
 
-// SetGate sets one of owner's own gates (its Stream field is ignored),
-// replacing any with the same name, and creates the owner if it is new.
+// SetGate sets one of owner's own gates, replacing any with the same name,
+// and creates the owner if it is new. Its Stream and Starting fields are
+// ignored: the restart hold is for streams the accumulator watches start,
+// never for a gate of the caller's own.
 func (a *Accumulator) SetGate(key types.NamespacedName, g Gate) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	g.Stream = false
+	g.Stream, g.Starting = false, false
 	a.ownerLocked(key).gates[g.Name] = g
 	a.evaluateLocked(key)
 }
@@ -204,6 +216,7 @@ func (a *Accumulator) RemoveStream(stream string) {
 	defer a.mu.Unlock()
 	delete(a.streams, stream)
 	delete(a.started, stream)
+	delete(a.established, stream)
 	keys := a.byStream[stream]
 	delete(a.byStream, stream)
 	for _, key := range sortedKeys(keys) {
@@ -234,22 +247,22 @@ func (a *Accumulator) RemoveOwner(key types.NamespacedName) {
 
 // Gates returns owner's gates now, worst first in the tie order of
 // [Rollup]: one per tracked stream and one per gate of its own. A stream
-// gate is [Gate.Starting] while its stream has never been established and
-// its start grace runs. An owner that is not known has none.
+// gate is [Gate.Starting] while its stream has not been established since
+// the accumulator first heard of it, is Starting or on its first replay
+// (or has not reported), and its start grace runs on
+// [AccumulatorOptions.Clock]. An owner that is not known has none.
 func (a *Accumulator) Gates(key types.NamespacedName) []Gate {
-	return a.gatesAt(key, a.clock.Now())
-}
-
-func (a *Accumulator) gatesAt(key types.NamespacedName, now time.Time) []Gate {
+	now := a.clock.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.gatesLocked(key, now)
 }
 
 // Apply writes owner's trio onto conditions with the accumulator's
-// options: [Apply] of owner's gates at now. An owner the accumulator does
-// not know (never tracked, or removed) is left alone: Apply reports false
-// and changes nothing, so a reconcile that calls it before Track writes no
+// options: [Apply] of owner's gates ([Accumulator.Gates]), with now as the
+// lastTransitionTime of what moves. An owner the accumulator does not know
+// (never tracked, or removed) is left alone: Apply reports false and
+// changes nothing, so a reconcile that calls it before Track writes no
 // "no gates" status.
 //
 // An owner whose conditions say Ready=True for generation keeps them,
@@ -257,11 +270,15 @@ func (a *Accumulator) gatesAt(key types.NamespacedName, now time.Time) []Gate {
 // still starting within [AccumulatorOptions.StartGrace]: after a
 // controller restart, every stream starts over, and the persisted Ready
 // stands until they are established or the grace ends (then the owner goes
-// Reconciling, and Stalled as the table says).
+// Reconciling, and Stalled as the table says). Whether the grace still
+// runs is read from [AccumulatorOptions.Clock], the clock that calls
+// OnChange when it ends, never from now: a now that lags or leads cannot
+// keep an owner held after that call, nor end the hold early.
 func (a *Accumulator) Apply(key types.NamespacedName, conditions *[]metav1.Condition, generation int64, now time.Time) (changed bool) {
+	at := a.clock.Now()
 	a.mu.Lock()
 	_, known := a.owners[key]
-	gates := a.gatesLocked(key, now)
+	gates := a.gatesLocked(key, at)
 	a.mu.Unlock()
 	if !known {
 		return false
@@ -284,15 +301,19 @@ func (a *Accumulator) heardOfLocked(stream string) {
 	if _, ok := a.started[stream]; ok {
 		return
 	}
-	a.started[stream] = a.clock.Now()
+	at := a.clock.Now()
+	a.started[stream] = at
+	if a.onChange == nil {
+		return // nobody to tell
+	}
 	a.clock.AfterFunc(a.grace, func() {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		if _, ok := a.started[stream]; !ok {
+		if t, ok := a.started[stream]; !ok || !t.Equal(at) {
 			return // removed since
 		}
-		if s, ok := a.streams[stream]; ok && StreamLevel(s) == LevelEstablished {
-			return
+		if _, ok := a.established[stream]; ok {
+			return // established in time: it held nothing at the end
 		}
 		for _, key := range sortedKeys(a.byStream[stream]) {
 			a.queueLocked(key)
@@ -328,7 +349,8 @@ func (a *Accumulator) gatesLocked(key types.NamespacedName, now time.Time) []Gat
 			g = StreamGate(s)
 		}
 		started, ok := a.started[name]
-		g.Starting = ok && now.Sub(started) < a.grace && (!reported || startingState(s))
+		_, established := a.established[name]
+		g.Starting = ok && !established && now.Sub(started) < a.grace && (!reported || startingState(s))
 		gates = append(gates, g)
 	}
 	gates = slices.AppendSeq(gates, maps.Values(o.gates))
@@ -343,6 +365,9 @@ func startingState(s watch.State) bool {
 
 // markLocked has the delivery goroutine evaluate stream's owners again.
 func (a *Accumulator) markLocked(stream string) {
+	if a.onChange == nil {
+		return // verdicts are kept only to call OnChange
+	}
 	if _, ok := a.dirtySet[stream]; ok || len(a.byStream[stream]) == 0 {
 		return
 	}
@@ -356,7 +381,7 @@ func (a *Accumulator) markLocked(stream string) {
 // generation zero, with no grace: what the gates alone decide.
 func (a *Accumulator) evaluateLocked(key types.NamespacedName) {
 	o, ok := a.owners[key]
-	if !ok {
+	if !ok || a.onChange == nil {
 		return
 	}
 	gates := a.gatesLocked(key, time.Time{})

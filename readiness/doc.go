@@ -45,8 +45,8 @@
 // Reasons and messages come from the worst gate (ties are broken by name);
 // [Rollup]'s documentation holds the full table. An owner with no gates is
 // progressing, or established if [Options.Empty] says so. An owner that was
-// Ready for its generation and whose only unestablished gates are starting
-// keeps its conditions (see Restarts).
+// Ready for its generation and whose only unestablished gates are streams
+// still starting keeps its conditions (see Restarts).
 //
 // # Invariants
 //
@@ -105,23 +105,51 @@
 // thousands of objects, and every GitOps tool seeing them InProgress while
 // nothing changed.
 //
-// So an [Accumulator] lets a persisted Ready=True stand while the owner's
-// only gates that are not established are streams still starting: streams
-// this process has not had established yet (Starting, or on their first
-// replay), within [AccumulatorOptions.StartGrace] (30 s) of when it first
-// heard of them. [Accumulator.Apply] then changes nothing, byte for byte,
-// so a reconcile writes no status and records no Event. The rule, in
-// [Rollup]: every gate that is not established is [Gate.Starting], and the
-// existing Ready is True for the owner's generation.
+// So an [Accumulator] lets the persisted conditions stand while the
+// owner's streams start over. [Accumulator.Apply] then changes nothing,
+// byte for byte, [Options.StreamsCondition] included, so a reconcile
+// writes no status and records no Event.
 //
-// The trade-off: for up to the grace after a restart, a Ready=True written
-// by the previous process stands while the new one catches up. It was true
-// when it was written, no change was made since (a new generation is not
-// held), and a stream that does not establish within the grace makes the
-// owner Reconciling (then Stalled as the table says) at once, the
-// accumulator requeuing it at that moment. A stream that fails during the
-// grace is not starting any more, and is published as it is. Ready=Unknown
-// stays reserved for owners never established.
+// The rule, exactly. An owner is held when all of these are true:
+//
+//   - its persisted Ready is True, with observedGeneration equal to the
+//     generation passed to Apply (a new generation is never held: the
+//     controller has work to do);
+//   - none of its gates is stalled;
+//   - every gate that is not established is a stream gate that is
+//     [Gate.Starting], and there is at least one: a stream that the
+//     accumulator has not seen established since it first heard of it
+//     (first [Accumulator.Track] or first state, whichever came first),
+//     whose last state is Starting or its first replay (InitialSync), or
+//     that has not reported, and that it first heard of less than
+//     [AccumulatorOptions.StartGrace] (30 s) ago by
+//     [AccumulatorOptions.Clock]. A caller's own gate is never Starting
+//     ([Accumulator.SetGate] drops the flag, and [Rollup] ignores it off a
+//     stream gate), and a stream that has been established once is not
+//     Starting again, even if it publishes Starting (Run called again),
+//     until [Accumulator.RemoveStream] forgets it.
+//
+// While held, Ready keeps its status, reason, message and
+// lastTransitionTime, and the streams condition stays as it was (or
+// absent, if none was written before).
+//
+// The bound: an owner is held for at most StartGrace after the accumulator
+// first heard of the streams it waits for, by its own clock. At that
+// instant the accumulator calls OnChange for every owner tracking a stream
+// that has not been established, so the reconcile that follows (whatever
+// now it passes to Apply) writes the owner Reconciling, and Stalled as the
+// table says. After a restart the accumulator hears of every stream at
+// the first reconcile, so a persisted Ready=True stands at most StartGrace
+// past it, plus the time the caller's queue takes to reconcile the owner.
+//
+// The trade-off: for up to that bound, a Ready=True written by the
+// previous process stands while the new one catches up, and the stream's
+// view is not complete yet. It was true when it was written, no change was
+// made since (a new generation is not held), and a stream that does not
+// establish within the grace ends the hold at once. A stream that fails
+// during the grace (Blocked, or a replay after an expiry) is not starting
+// any more, and is published as it is. Ready=Unknown stays reserved for
+// owners never established.
 //
 // An apiserver restart is quiet too, one layer down: every cursor
 // expires, and a stream that replays within its ReplayGrace publishes

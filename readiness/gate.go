@@ -76,13 +76,15 @@ type Gate struct {
 	// Stream is true for a gate made by [StreamGate]; it selects the gates
 	// summarised by [Options.StreamsCondition].
 	Stream bool
-	// Starting is true for a gate that is not established only because it
-	// is still starting: a stream that this process has not had
+	// Starting is true for a stream gate that is not established only
+	// because it is still starting: a stream that this process has not had
 	// established yet, within its grace. While every gate that is not
-	// established is Starting, an owner whose conditions say Ready=True for
-	// its generation keeps them (see [Rollup]): a controller restart is not
-	// news. The [Accumulator] sets it for stream gates, for
-	// [AccumulatorOptions.StartGrace]; StreamGate leaves it false.
+	// established is a stream gate Starting and none is stalled, an owner
+	// whose conditions say Ready=True for its generation keeps them (see
+	// [Rollup]): a controller restart is not news. The [Accumulator] sets
+	// it for stream gates, for [AccumulatorOptions.StartGrace]; StreamGate
+	// leaves it false. It means nothing on a caller's gate (Stream false)
+	// or a stalled one.
 	Starting bool
 }
 

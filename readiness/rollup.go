@@ -147,15 +147,19 @@ func (o Options) withDefaults() Options {
 //	no gates     any                as progressing or as established, by Options.Empty,
 //	                                with reason NoGates
 //	progressing, True for this      True, as it was       removed       removed       Current
-//	  only gates   generation
+//	  only stream  generation
+//	  gates
 //	  Starting
 //
-// The last row is a restart: every gate that is not established is only
-// starting ([Gate.Starting]: a stream this process has not had
-// established yet, within its grace), and the owner was Ready for its
-// generation, so Ready stands, reason and message as they were, and Apply
-// changes nothing. Once a starting gate is established the owner is
-// Ready=True (Established) as usual; once its grace ends it is progressing.
+// The last row is a restart: no gate is stalled, every gate that is not
+// established is a stream gate only starting ([Gate.Starting]: a stream
+// this process has not had established yet, within its grace), and the
+// owner was Ready for its generation, so Ready stands, reason and message
+// as they were, and so does [Options.StreamsCondition] (left out when
+// existing has none), and Apply changes nothing. Starting is ignored on a
+// caller's gate (Stream false). Once a starting gate is established the
+// owner is Ready=True (Established) as usual; once its grace ends it is
+// progressing.
 //
 // The worst gate decides: stalled over progressing over established. Among
 // gates at the worst level the first in this order gives the reason: Name,
@@ -176,13 +180,11 @@ func (o Options) withDefaults() Options {
 // written False: [Apply] does that.
 func Rollup(gates []Gate, existing []metav1.Condition, generation int64, opts Options) []metav1.Condition {
 	opts = opts.withDefaults()
-	var v verdict
-	if r, ok := heldReady(gates, existing, generation); ok {
-		// A restart is not news: Ready stands as it is.
-		v = verdict{LevelEstablished, r.Reason, r.Message}
-	} else {
-		v = decide(gates, opts)
+	if held, ok := heldConditions(gates, existing, generation, opts); ok {
+		// A restart is not news: the conditions stand as they are.
+		return held
 	}
+	v := decide(gates, opts)
 	cond := func(typ string, status metav1.ConditionStatus) metav1.Condition {
 		return metav1.Condition{
 			Type: typ, Status: status, ObservedGeneration: generation,
@@ -208,24 +210,45 @@ func Rollup(gates []Gate, existing []metav1.Condition, generation int64, opts Op
 	return out
 }
 
-// heldReady returns existing's Ready when it says True for generation and
-// every gate that is not established is only starting.
-func heldReady(gates []Gate, existing []metav1.Condition, generation int64) (*metav1.Condition, bool) {
+// heldConditions returns the conditions an owner keeps, unchanged, while
+// it is held over a restart: existing's Ready, when it says True for
+// generation and every gate that is not established is a stream gate
+// still starting (none stalled, none of the caller's own), and existing's
+// [Options.StreamsCondition] as it was, when there is one. Each carries
+// generation and a zero lastTransitionTime, as Rollup's results do.
+func heldConditions(gates []Gate, existing []metav1.Condition, generation int64, opts Options) ([]metav1.Condition, bool) {
 	r := meta.FindStatusCondition(existing, ConditionReady)
 	if r == nil || r.Status != metav1.ConditionTrue || r.ObservedGeneration != generation {
 		return nil, false
 	}
 	held := false
 	for _, g := range gates {
-		if g.Level.normal() == LevelEstablished {
+		switch g.Level.normal() {
+		case LevelEstablished:
 			continue
+		case LevelStalled:
+			return nil, false
 		}
-		if !g.Starting {
+		if !g.Stream || !g.Starting {
 			return nil, false
 		}
 		held = true
 	}
-	return r, held
+	if !held {
+		return nil, false
+	}
+	keep := func(c metav1.Condition) metav1.Condition {
+		c.ObservedGeneration = generation
+		c.LastTransitionTime = metav1.Time{}
+		return c
+	}
+	out := []metav1.Condition{keep(*r)}
+	if opts.StreamsCondition != "" {
+		if s := meta.FindStatusCondition(existing, opts.StreamsCondition); s != nil {
+			out = append(out, keep(*s))
+		}
+	}
+	return out, true
 }
 
 // EverEstablished reports whether an owner with these persisted conditions

@@ -234,7 +234,8 @@ func TestRollupInvariants(t *testing.T) {
 	levels := append(wgreadiness.Levels(), "")
 	reasons := []string{"Forbidden", "InitialSync", "", "9bad reason!", "Ok_1", "trailing:"}
 	messages := []string{"", "short", strings.Repeat("é", 3000), "two\nlines", strings.Repeat("x", 40000)}
-	existings := [][]metav1.Condition{nil, ready(metav1.ConditionTrue), ready(metav1.ConditionFalse), ready(metav1.ConditionUnknown)}
+	existings := [][]metav1.Condition{nil, ready(metav1.ConditionTrue), ready(metav1.ConditionFalse), ready(metav1.ConditionUnknown),
+		persistedReady(), persistedWithStreams()} // the last two can be held
 	opts := []wgreadiness.Options{
 		{},
 		{Empty: wgreadiness.EmptyEstablished, StreamsCondition: "StreamsRunning"},
@@ -277,6 +278,13 @@ func TestRollupInvariants(t *testing.T) {
 		wgreadiness.Apply(&conds, gates, gen, time.Unix(1e9, 0), o)
 		if err := readinesstest.Check(readinesstest.Status{Generation: gen, ObservedGeneration: ptr.To[int64](gen), Conditions: conds}); err != nil {
 			t.Fatalf("case %d: gates %v, existing %v: Check() = %v", i, levelsOf(gates), existing, err)
+		}
+		// Stalled wins, held or not.
+		if slices.ContainsFunc(gates, func(g wgreadiness.Gate) bool { return g.Level == wgreadiness.LevelStalled }) &&
+			!slices.ContainsFunc(got, func(c metav1.Condition) bool {
+				return c.Type == wgreadiness.ConditionStalled && c.Status == metav1.ConditionTrue
+			}) {
+			t.Fatalf("case %d: gates %v, existing %v: no Stalled=True in %v", i, levelsOf(gates), existing, got)
 		}
 		// Once established, never Unknown again.
 		if wgreadiness.EverEstablished(existing) && slices.ContainsFunc(got, func(c metav1.Condition) bool {

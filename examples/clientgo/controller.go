@@ -5,8 +5,12 @@
 // For every WatchTarget it runs one graded stream per named resource
 // ([wgwatch.Stream], shared by the targets of a namespace that name the same
 // resource), keeps an in-memory [Mirror] of each collection, and writes the
-// kstatus trio (Ready, Reconciling, Stalled) with status.observedGeneration
-// in one status update whenever the verdict changes. It records an Event only
+// kstatus trio (Ready, Reconciling, Stalled), and StreamsRunning, a positive
+// condition that summarises its streams alone ([StreamsCondition]), with
+// status.observedGeneration in one status update whenever the verdict
+// changes. A rollout of the controller writes none of them: the
+// accumulator holds the persisted conditions, StreamsRunning included,
+// while the streams start over. It records an Event only
 // on a transition (Warning only when a human must act) and exports the
 // watchgrade metrics on the registerer it is given.
 //
@@ -57,6 +61,13 @@ import (
 
 // TargetsStream is the name of the stream that follows the WatchTargets.
 const TargetsStream = "watchtargets"
+
+// StreamsCondition is the type of the condition, beside the trio, that says
+// whether every stream of a WatchTarget is established
+// ([wgreadiness.Options.StreamsCondition]): True with reason Established,
+// or False with the worst stream's reason, while Ready may also wait on
+// gates that are not streams.
+const StreamsCondition = "StreamsRunning"
 
 // Options configure a [Controller].
 type Options struct {
@@ -150,6 +161,7 @@ func New(opts Options) (*Controller, error) {
 	// and calls OnChange (never blocking the stream) when a verdict
 	// changes: that is what requeues the target.
 	if c.acc, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{
+		Rollup:   wgreadiness.Options{StreamsCondition: StreamsCondition},
 		OnChange: func(key types.NamespacedName) { c.queue.Add(key) },
 	}); err != nil {
 		return nil, fmt.Errorf("clientgo: %w", err)

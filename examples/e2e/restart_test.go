@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
@@ -120,12 +121,15 @@ func (l *live) await(ctx context.Context, timeout time.Duration, want ...schema.
 // while a writer runs, and restarts the kube-apiserver under it, with a
 // target Ready throughout. A restart that changed nothing publishes nothing:
 // counted by watches on the target and its Events (never by polling),
-// no status write, no Event, no Ready dip.
+// no status write, no Event, no Ready dip. The client-go controller also
+// writes a streams condition (readiness.Options.StreamsCondition), which
+// a restart must leave alone too.
 func TestRestartsAreQuiet(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		run  runController
-	}{{"clientgo", runClientGo}, {"ctrlruntime", runCtrlRuntime}} {
+		name    string
+		run     runController
+		streams string // the controller's streams condition, if it writes one
+	}{{"clientgo", runClientGo, clientgo.StreamsCondition}, {"ctrlruntime", runCtrlRuntime, ""}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := harness.Start(t, harness.Options{RBAC: true, Flags: []string{"--min-request-timeout=1"}})
 			ctx := t.Context()
@@ -159,6 +163,13 @@ func TestRestartsAreQuiet(t *testing.T) {
 			}
 			if err := sessions.await(ctx, time.Minute, cm, sec); err != nil {
 				t.Fatal(err)
+			}
+			if tc.streams != "" {
+				if _, err := targets.Await(ctx, "app", time.Minute, tc.streams+"=True", func(s sandbox.Target) bool {
+					return s.Status(tc.streams) == metav1.ConditionTrue
+				}); err != nil {
+					t.Fatal(err)
+				}
 			}
 
 			// published counts what the target showed from `from` on.
@@ -213,8 +224,8 @@ func TestRestartsAreQuiet(t *testing.T) {
 				t.Errorf("restarts published: controller writes=%d events=%d dips=%d, apiserver writes=%d events=%d dips=%d; want all 0\n  history %v\n  events %v",
 					cw, ce, cd, aw, ae, ad, targets.History("app"), events.Log())
 			}
-			fmt.Printf("e2e: restart-quiet controller=%s controller_restart writes=%d events=%d dips=%d apiserver_restart writes=%d events=%d dips=%d\n",
-				tc.name, cw, ce, cd, aw, ae, ad)
+			fmt.Printf("e2e: restart-quiet controller=%s streams_condition=%q controller_restart writes=%d events=%d dips=%d apiserver_restart writes=%d events=%d dips=%d\n",
+				tc.name, tc.streams, cw, ce, cd, aw, ae, ad)
 		})
 	}
 }

@@ -1,0 +1,507 @@
+package pipeline_test
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	wgevents "github.com/watchgrade/watchgrade/events"
+	wgmetrics "github.com/watchgrade/watchgrade/metrics"
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+)
+
+// owners is the owners' resource, for the first-Ready metric.
+var owners = schema.GroupResource{Group: "pipeline.watchgrade.dev", Resource: "owners"}
+
+// process is one run of the controller, wired as the README says: its
+// streams report to an Accumulator (and to watch metrics); a worker
+// reconciles owners from a queue fed by OnChange and by owner events,
+// writes status only when Apply says it changed, records Events through
+// both recorder kinds after each write, and feeds FirstReady with every
+// sighting. A restart is a new process: a new accumulator, recorders,
+// metrics and streams, reading the persisted status.
+type process struct {
+	w     *world
+	id    int
+	start time.Duration
+	end   time.Duration // -1 while it runs
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	acc        *wgreadiness.Accumulator
+	wm         *wgmetrics.WatchMetrics
+	fr         *wgmetrics.FirstReady
+	reg        *prometheus.Registry
+	core, evs  *wgevents.Recorder
+	q          *queue
+	workerDone chan struct{}
+	runners    []*runner
+
+	// Guarded by w.mu.
+	states    [][]stampedState // by stream
+	views     [][]viewMark     // by stream
+	mirrors   []map[string]string
+	infs      []cache.SharedIndexInformer
+	sightings []sighting
+	events    []recorded
+
+	streams []*wgwatch.Stream // the Streams, kept when run again
+}
+
+type stampedState struct {
+	at time.Duration
+	s  wgwatch.State
+}
+
+// viewMark: from at on, the consumer's view of a stream was (or was not)
+// what its server holds.
+type viewMark struct {
+	at       time.Duration
+	complete bool
+}
+
+// sighting is one call of FirstReady.Observe.
+type sighting struct {
+	at      time.Duration
+	uid     types.UID
+	ns      string
+	created time.Time
+	ready   *metav1.Condition
+	// stamped is when ready was stamped (lastTransitionTime, or the last
+	// status write); zero without ready.
+	stamped time.Time
+	result  wgmetrics.FirstReadyResult
+}
+
+// recorded is one Event a recorder recorded.
+type recorded struct {
+	at     time.Duration
+	uid    types.UID
+	kind   int // 0: core/v1, 1: events.k8s.io/v1
+	typ    string
+	reason string
+}
+
+func newProcess(w *world, id int) *process {
+	p := &process{w: w, id: id, start: w.now(), end: -1, q: newQueue(), workerDone: make(chan struct{})}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	n := len(w.servers)
+	p.states, p.views = make([][]stampedState, n), make([][]viewMark, n)
+	p.mirrors, p.infs = make([]map[string]string, n), make([]cache.SharedIndexInformer, n)
+	p.streams, p.runners = make([]*wgwatch.Stream, n), make([]*runner, n)
+	var err error
+	if p.acc, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Rollup: w.h.rollup, StartGrace: w.h.startGrace, OnChange: p.q.add}); err != nil {
+		w.t.Fatal(err)
+	}
+	p.reg = prometheus.NewPedanticRegistry()
+	if p.wm, err = wgmetrics.NewWatchMetrics(p.reg, wgmetrics.WatchOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	if p.fr, err = wgmetrics.NewFirstReady(p.reg, wgmetrics.FirstReadyOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	p.fr.AddResource(owners)
+	if p.core, err = wgevents.NewRecorder(coreRecorder{p}); err != nil {
+		w.t.Fatal(err)
+	}
+	if p.evs, err = wgevents.NewEventsRecorder(eventsRecorder{p}, wgevents.EventsOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	return p
+}
+
+// run lists the owners (the owner informer's initial list: every
+// persisted Ready is sighted before the worker starts), starts the streams
+// and the worker.
+func (p *process) run() {
+	for _, o := range p.w.store.list() {
+		p.ownerEvent(o, false)
+	}
+	for i := range p.w.servers {
+		p.runners[i] = p.startRunner(i)
+	}
+	go p.work()
+}
+
+func (p *process) stop() {
+	p.cancel()
+	for _, r := range p.runners {
+		r.stop()
+	}
+	<-p.workerDone
+	p.w.mu.Lock()
+	p.end = p.w.now()
+	p.w.mu.Unlock()
+}
+
+func (p *process) rerun(i int) {
+	p.runners[i].stop()
+	p.runners[i] = p.startRunner(i)
+}
+
+// now is the now passed to Apply: the controller's clock, or a now that
+// lags it (see history.lagNow).
+func (p *process) now() time.Time { return p.w.h.applyNow(time.Now()) }
+
+func (h history) applyNow(t time.Time) time.Time {
+	switch h.lagNow {
+	case 1:
+		return t.Truncate(time.Minute)
+	case 2:
+		return t.Add(-time.Minute)
+	}
+	return t
+}
+
+// ownerEvent is the owner informer's handler: every sighting feeds
+// FirstReady; the owner's streams and gates are tracked, and the owner
+// queued.
+func (p *process) ownerEvent(o *ownerObj, deleted bool) {
+	key := types.NamespacedName{Namespace: o.meta.Namespace, Name: o.meta.Name}
+	if deleted {
+		p.fr.Delete(o.meta.UID)
+		p.acc.RemoveOwner(key)
+		return
+	}
+	p.sight(o)
+	p.follow(o)
+	p.q.add(key)
+}
+
+// follow tracks o's streams and sets its gates from the caller's own
+// dependency check.
+func (p *process) follow(o *ownerObj) {
+	key := types.NamespacedName{Namespace: o.meta.Namespace, Name: o.meta.Name}
+	p.acc.Track(key, streamNames(o.streams, len(p.w.servers))...)
+	var idx int
+	for i := range p.w.h.owners {
+		if ownerKey(i) == key {
+			idx = i
+		}
+	}
+	present, absent := p.w.gatesOf(idx)
+	for _, g := range present {
+		p.acc.SetGate(key, g)
+	}
+	for _, name := range absent {
+		p.acc.RemoveGate(key, name)
+	}
+}
+
+func (p *process) sight(o *ownerObj) {
+	ready := meta.FindStatusCondition(o.conds, wgreadiness.ConditionReady)
+	res := p.fr.Observe(owners, &o.meta, ready)
+	s := sighting{at: p.w.now(), uid: o.meta.UID, ns: o.meta.Namespace, created: o.meta.CreationTimestamp.Time, result: res}
+	if ready != nil {
+		r := *ready
+		s.ready = &r
+		s.stamped = r.LastTransitionTime.Time
+		if s.stamped.IsZero() && len(o.meta.ManagedFields) > 0 {
+			s.stamped = o.meta.ManagedFields[0].Time.Time
+		}
+	}
+	p.w.mu.Lock()
+	p.sightings = append(p.sightings, s)
+	p.w.mu.Unlock()
+}
+
+func (p *process) work() {
+	defer close(p.workerDone)
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.q.notify:
+		}
+		for p.ctx.Err() == nil {
+			key, ok := p.q.pop()
+			if !ok {
+				break
+			}
+			p.reconcile(key)
+		}
+	}
+}
+
+// reconcile is the controller's reconcile, as the README wires it.
+func (p *process) reconcile(key types.NamespacedName) {
+	o, ok := p.w.store.get(key)
+	if !ok {
+		return // deleted: the owner event forgets it
+	}
+	p.sight(o)
+	p.follow(o)
+	before := slices.Clone(o.conds)
+	after := slices.Clone(before)
+	changed := p.acc.Apply(key, &after, o.meta.Generation, p.now())
+	if !changed && o.observed != nil && *o.observed == o.meta.Generation {
+		return
+	}
+	updated, wr, err := p.w.store.updateStatus(o, after, p.id)
+	if err != nil {
+		p.q.add(key) // a conflict: read afresh
+		return
+	}
+	obj := ownerObject(updated)
+	p.w.mu.Lock()
+	n := len(p.events)
+	p.w.mu.Unlock()
+	p.core.Record(obj, before, after)
+	p.evs.Record(obj, before, after)
+	p.w.mu.Lock()
+	for _, e := range p.events[n:] {
+		wr.events[e.kind] = append(wr.events[e.kind], e)
+	}
+	p.w.mu.Unlock()
+	// The write's response, then its watch event.
+	p.sight(updated)
+	p.ownerEvent(updated, false)
+}
+
+// ownerObject is o as the API server serves it, for recorders and kstatus.
+func ownerObject(o *ownerObj) *unstructured.Unstructured {
+	var conds []any
+	for _, c := range o.conds {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
+		if err != nil {
+			panic(err)
+		}
+		conds = append(conds, m)
+	}
+	status := map[string]any{"conditions": conds}
+	if o.observed != nil {
+		status["observedGeneration"] = *o.observed
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "pipeline.watchgrade.dev/v1",
+		"kind":       "Owner",
+		"metadata": map[string]any{
+			"name": o.meta.Name, "namespace": o.meta.Namespace, "uid": string(o.meta.UID),
+			"generation": o.meta.Generation,
+		},
+		"status": status,
+	}}
+}
+
+// coreRecorder and eventsRecorder stand for client-go's two recorders.
+type coreRecorder struct{ p *process }
+
+func (r coreRecorder) Event(obj runtime.Object, typ, reason, _ string) {
+	r.p.recordEvent(obj, 0, typ, reason)
+}
+
+type eventsRecorder struct{ p *process }
+
+func (r eventsRecorder) Eventf(obj runtime.Object, _ runtime.Object, typ, reason, _, _ string, _ ...any) {
+	r.p.recordEvent(obj, 1, typ, reason)
+}
+
+func (p *process) recordEvent(obj runtime.Object, kind int, typ, reason string) {
+	m, _ := meta.Accessor(obj)
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	p.events = append(p.events, recorded{at: p.w.now(), uid: m.GetUID(), kind: kind, typ: typ, reason: reason})
+}
+
+// --- streams ---------------------------------------------------------------
+
+// runner runs one stream of a process: a graded Stream feeding a mirror
+// (the process's mirrors[i]), or a client-go informer over Instrument.
+type runner struct {
+	p      *process
+	i      int
+	stream *wgwatch.Stream
+	inf    cache.SharedIndexInformer
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (p *process) observer(i int) wgwatch.Observer {
+	rec := wgwatch.ObserverFuncs{StateChangedFunc: func(s wgwatch.State) {
+		p.w.mu.Lock()
+		defer p.w.mu.Unlock()
+		p.states[i] = append(p.states[i], stampedState{p.w.now(), s})
+	}}
+	return wgwatch.Observers(p.acc, p.wm, rec)
+}
+
+// startRunner starts stream i: afresh, or, for a Stream that ran before in
+// this process, the same Stream run again (resuming from its cursor, its
+// consumer's view kept). An informer run again is a new informer.
+func (p *process) startRunner(i int) *runner {
+	s := p.w.servers[i]
+	r := &runner{p: p, i: i, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(p.ctx)
+	r.cancel = cancel
+	if s.spec.informer {
+		ilw, err := wgwatch.Instrument(s.srv, wgwatch.InstrumentOptions{Resource: s.gr, Name: s.name, Observer: p.observer(i)})
+		if err != nil {
+			p.w.t.Fatal(err)
+		}
+		r.inf = cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{})
+		mark := func(any) {
+			p.w.mu.Lock()
+			defer p.w.mu.Unlock()
+			p.markViewLocked(i)
+		}
+		if _, err := r.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: mark, UpdateFunc: func(_, o any) { mark(o) }, DeleteFunc: mark,
+		}); err != nil {
+			p.w.t.Fatal(err)
+		}
+		p.w.mu.Lock()
+		p.infs[i] = r.inf
+		p.markViewLocked(i)
+		p.w.mu.Unlock()
+		go func() { r.inf.RunWithContext(ctx); close(r.done) }()
+		return r
+	}
+	if p.streams[i] == nil {
+		opts := s.spec.opts
+		opts.Resource, opts.Name, opts.Observer = s.gr, s.name, p.observer(i)
+		st, err := wgwatch.NewStream(s.srv, wgwatch.HandlerFuncs{
+			SnapshotFunc: func(_ context.Context, snap wgwatch.Snapshot) error { return p.snapshot(i, snap) },
+			EventFunc:    func(_ context.Context, ev apiwatch.Event) error { return p.event(i, ev) },
+		}, opts)
+		if err != nil {
+			p.w.t.Fatal(err)
+		}
+		p.streams[i] = st
+		p.w.mu.Lock()
+		p.mirrors[i] = map[string]string{}
+		p.markViewLocked(i)
+		p.w.mu.Unlock()
+	}
+	r.stream = p.streams[i]
+	go func() { _ = r.stream.Run(ctx); close(r.done) }()
+	return r
+}
+
+// stop stops the runner. A Stream's Run returns at once and is waited
+// for (it may be run again). An informer is not: client-go's reflector
+// sleeps out a watch-list backoff without looking at its context (up to
+// its 30 s cap), and a controller being stopped does not wait for it
+// either; the history goes on, and play waits for it at the end.
+func (r *runner) stop() {
+	r.cancel()
+	if r.inf != nil {
+		w := r.p.w
+		w.mu.Lock()
+		w.draining = append(w.draining, r.done)
+		w.mu.Unlock()
+		return
+	}
+	<-r.done
+	r.p.wm.StreamStopped(r.p.w.servers[r.i].name)
+}
+
+func (p *process) snapshot(i int, snap wgwatch.Snapshot) error {
+	w := p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.handlerErrLocked(i); err != nil {
+		return err
+	}
+	view := map[string]string{}
+	for _, o := range snap.Objects {
+		m, _ := meta.Accessor(o)
+		view[m.GetName()] = m.GetResourceVersion()
+	}
+	p.mirrors[i] = view
+	p.markViewLocked(i)
+	return nil
+}
+
+func (p *process) event(i int, ev apiwatch.Event) error {
+	w := p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.handlerErrLocked(i); err != nil {
+		return err
+	}
+	m, _ := meta.Accessor(ev.Object)
+	if ev.Type == apiwatch.Deleted {
+		delete(p.mirrors[i], m.GetName())
+	} else {
+		p.mirrors[i][m.GetName()] = m.GetResourceVersion()
+	}
+	p.markViewLocked(i)
+	return nil
+}
+
+// markViewLocked notes whether the consumer of stream i now holds what its
+// server holds.
+func (p *process) markViewLocked(i int) {
+	if p.end >= 0 {
+		return
+	}
+	view := p.mirrors[i]
+	if inf := p.infs[i]; inf != nil {
+		view = map[string]string{}
+		for _, o := range inf.GetStore().List() {
+			m, _ := meta.Accessor(o)
+			view[m.GetName()] = m.GetResourceVersion()
+		}
+	}
+	complete := maps.Equal(view, p.w.servers[i].truth)
+	marks := p.views[i]
+	if n := len(marks); n > 0 && marks[n-1].complete == complete {
+		return
+	}
+	p.views[i] = append(marks, viewMark{p.w.now(), complete})
+}
+
+// --- the work queue ----------------------------------------------------------
+
+// queue is a work queue of owner keys without duplicates, whose worker
+// waits on a channel (durably blocked inside a synctest bubble, which
+// client-go's workqueue, waiting on a sync.Cond, is not).
+type queue struct {
+	mu     chan struct{} // a lock that is a channel
+	keys   []types.NamespacedName
+	set    map[types.NamespacedName]struct{}
+	notify chan struct{}
+}
+
+func newQueue() *queue {
+	return &queue{mu: make(chan struct{}, 1), set: map[types.NamespacedName]struct{}{}, notify: make(chan struct{}, 1)}
+}
+
+func (q *queue) add(k types.NamespacedName) {
+	q.mu <- struct{}{}
+	if _, ok := q.set[k]; !ok {
+		q.set[k] = struct{}{}
+		q.keys = append(q.keys, k)
+	}
+	<-q.mu
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue) pop() (types.NamespacedName, bool) {
+	q.mu <- struct{}{}
+	defer func() { <-q.mu }()
+	if len(q.keys) == 0 {
+		return types.NamespacedName{}, false
+	}
+	k := q.keys[0]
+	q.keys = q.keys[1:]
+	delete(q.set, k)
+	return k, true
+}

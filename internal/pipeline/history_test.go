@@ -1,0 +1,458 @@
+package pipeline_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+	"github.com/watchgrade/watchgrade/watch/watchtest"
+)
+
+// Bounds the judge holds the pipeline to. Each is stated in the docs of
+// package watch (the stream's own bounds) or package readiness (the
+// restart hold).
+const (
+	shortSession   = wgwatch.DefaultShortSession
+	maxBackoff     = wgwatch.DefaultMaxBackoff
+	humanGrace     = wgwatch.DefaultHumanGrace
+	transientGrace = wgwatch.DefaultTransientGrace
+	deadline       = wgwatch.DefaultProgressDeadline
+	// eps is how long the pipeline may take to reflect a change in the
+	// conditions it writes. Everything it does takes no virtual time (a
+	// reconcile is a goroutine that runs at once), so this is slack for
+	// same-instant ordering only.
+	eps = 100 * time.Millisecond
+	// slack covers what the simulation itself takes (the server's 3 s
+	// block on a too large resourceVersion).
+	slack = 4 * time.Second
+	// staleBound: a stream that has had no live session for the transient
+	// grace is not Streaming any more, so the owner is not Ready: a
+	// consumer's view may be behind the server for this long under
+	// Ready=True, never longer.
+	staleBound = transientGrace + slack
+	// quietBefore and quietAfter frame a restart that changes nothing:
+	// nothing else happens this long before it, or after the controller
+	// is back.
+	quietBefore = 6 * time.Minute
+	quietAfter  = 2 * time.Minute
+)
+
+// slot is a kind of server fault; faults of one slot on one server never
+// overlap.
+type slot string
+
+const (
+	slotErr       slot = "err"
+	slotRefuse    slot = "refuse"
+	slotFlap      slot = "flap"
+	slotStale     slot = "stale"
+	slotWatchList slot = "refuse-watch-list" // not trouble: a server without watch-list
+	slotHandler   slot = "handler"
+)
+
+// step is one thing a history does at a point of virtual time.
+type step struct {
+	at   time.Duration
+	desc string
+	do   func(w *world)
+	// group ties the steps of one fault or one restart together: a quiet
+	// window drops them all or none.
+	group int
+	// keep marks the steps of a quiet episode itself.
+	keep bool
+}
+
+// streamSpec is one stream of the controller: its server and how it is
+// consumed.
+type streamSpec struct {
+	informer bool
+	server   watchtest.ServerOptions
+	opts     wgwatch.StreamOptions
+}
+
+// history is one generated history.
+type history struct {
+	seed    uint64
+	horizon time.Duration
+	streams []streamSpec
+	// owners is how many owner names there are; owner i is named "o<i>"
+	// in namespace ns-a (even i) or ns-b (odd i).
+	owners int
+	// rollup are the accumulator's roll-up options.
+	rollup wgreadiness.Options
+	// startGrace is the accumulator's StartGrace: its default mostly,
+	// sometimes shorter or longer than the streams' TransientGrace.
+	startGrace time.Duration
+	// lagNow has the controller pass Apply a now that lags the
+	// accumulator's clock: 1 truncates it to the minute (a coarser
+	// clock), 2 sets it a minute behind (another clock).
+	lagNow int
+	// firstStart is when the controller first starts. Owners created
+	// before it (with more than a minute to spare) predate the
+	// controller: they are never witnessed.
+	firstStart time.Duration
+	steps      []step
+	// quiet are the windows kept free around quiet restarts.
+	quiet []span
+}
+
+func (h history) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed=%d horizon=%v owners=%d first_start=%v streams_condition=%q empty=%q start_grace=%v lag_now=%d streams=[",
+		h.seed, h.horizon, h.owners, h.firstStart, h.rollup.StreamsCondition, h.rollup.Empty, h.startGrace, h.lagNow)
+	for i, s := range h.streams {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		kind := "stream"
+		if s.informer {
+			kind = "informer"
+		}
+		fmt.Fprintf(&b, "%s:{Expiry:%s DisableWatchCache:%v Bookmarks:%v CacheSize:%d DisableWatchList:%v}",
+			kind, s.server.Expiry, s.server.DisableWatchCache, s.server.BookmarkInterval, s.server.WatchCacheSize, s.opts.DisableWatchList)
+	}
+	b.WriteString("]")
+	for _, s := range h.steps {
+		fmt.Fprintf(&b, "\n  %12v %s", s.at, s.desc)
+	}
+	return b.String()
+}
+
+// chooser makes the generator's decisions: from a PRNG, or from a fuzz
+// input (then a PRNG once the input runs out).
+type chooser struct {
+	data []byte
+	rng  *rand.Rand
+}
+
+func (c *chooser) intn(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	if len(c.data) >= 2 {
+		v := int(c.data[0])<<8 | int(c.data[1])
+		c.data = c.data[2:]
+		return v % n
+	}
+	return c.rng.IntN(n)
+}
+
+// logDuration picks a duration between lo and hi, uniform in its log.
+func (c *chooser) logDuration(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	steps := 1000
+	f := float64(c.intn(steps+1)) / float64(steps)
+	return time.Duration(float64(lo) * math.Pow(float64(hi)/float64(lo), f))
+}
+
+var humanErrs = []func() error{
+	watchtest.Forbidden,
+	func() error { return apierrors.NewUnauthorized("token expired") },
+	watchtest.NotFound,
+}
+
+var transientErrs = []func(c *chooser) error{
+	func(c *chooser) error { return watchtest.TooManyRequests(1 + c.intn(5)) },
+	func(*chooser) error { return watchtest.ServiceUnavailable() },
+	func(*chooser) error { return apierrors.NewInternalError(errors.New("etcdserver: request timed out")) },
+}
+
+// gateLevels are the gate states a history sets: what the caller's own
+// dependency check reports, including the Starting flag a caller may set
+// by mistake (it must never hold an owner).
+var gateLevels = []struct {
+	name     string
+	level    wgreadiness.Level
+	starting bool
+}{
+	{"established", wgreadiness.LevelEstablished, false},
+	{"established", wgreadiness.LevelEstablished, false},
+	{"progressing", wgreadiness.LevelProgressing, false},
+	{"stalled", wgreadiness.LevelStalled, false},
+	{"starting", wgreadiness.LevelProgressing, true},
+	{"stalled-starting", wgreadiness.LevelStalled, true},
+}
+
+// generate builds the history of seed, deciding with c.
+func generate(seed uint64, c *chooser) history {
+	h := history{seed: seed}
+	h.horizon = c.logDuration(2*time.Minute, 3*time.Hour)
+	h.owners = 1 + c.intn(4)
+	if c.intn(2) == 0 {
+		h.rollup.StreamsCondition = "StreamsRunning"
+	}
+	if c.intn(5) == 0 {
+		h.rollup.Empty = wgreadiness.EmptyEstablished
+	}
+	if c.intn(4) == 0 {
+		h.lagNow = 1 + c.intn(2)
+	}
+	h.startGrace = wgreadiness.DefaultStartGrace
+	if c.intn(3) == 0 {
+		h.startGrace = []time.Duration{5 * time.Second, 10 * time.Second, 90 * time.Second}[c.intn(3)]
+	}
+	for i := range 1 + c.intn(3) {
+		var s streamSpec
+		s.informer = c.intn(4) == 0
+		s.server.Seed = seed*7 + uint64(i)
+		s.server.Expiry = []watchtest.ExpiryShape{watchtest.ExpiryErrorEvent, watchtest.ExpiryGoneEvent, watchtest.ExpiryOpenError}[c.intn(3)]
+		s.server.DisableWatchCache = c.intn(5) == 0
+		if c.intn(3) == 0 {
+			s.server.BookmarkInterval = -1
+		}
+		if c.intn(2) == 0 {
+			s.server.WatchCacheSize = 1 + c.intn(10)
+			s.server.WatchCacheWindow = c.logDuration(time.Second, 2*time.Minute)
+		}
+		s.opts.DisableWatchList = c.intn(4) == 0
+		h.streams = append(h.streams, s)
+	}
+
+	group := 0
+	nextGroup := func() int { group++; return group }
+	add := func(at time.Duration, g int, desc string, do func(w *world)) {
+		h.steps = append(h.steps, step{at: at, desc: desc, do: do, group: g})
+	}
+	owner := func() int { return c.intn(h.owners) }
+	createOwner := func(at time.Duration, o int) {
+		streams := c.intn(1 << len(h.streams))
+		if c.intn(8) == 0 {
+			streams = 0
+		}
+		add(at, 0, fmt.Sprintf("create o%d streams=%b", o, streams), func(w *world) { w.createOwner(o, streams) })
+	}
+
+	// Owners that predate the controller, then its first start.
+	if c.intn(3) == 0 {
+		for o := range h.owners {
+			if c.intn(2) == 0 {
+				createOwner(0, o)
+			}
+		}
+		h.firstStart = c.logDuration(2*time.Minute, 30*time.Minute)
+	}
+	h.steps = append(h.steps, step{at: h.firstStart, desc: "controller start", do: func(w *world) { w.startController() }, keep: true})
+
+	busy := map[string]time.Duration{} // "<server>/<slot>" -> when free again
+	addFault := func(srv int, s slot, at, d time.Duration) {
+		key := fmt.Sprint(srv, "/", s)
+		if busy[key] > at {
+			return
+		}
+		end := min(at+d, h.horizon)
+		busy[key] = end + time.Millisecond
+		human := false
+		var f watchtest.Faults
+		var err error
+		desc := fmt.Sprintf("s%d %s", srv, s)
+		switch s {
+		case slotErr:
+			human = c.intn(2) == 0
+			if human {
+				err = humanErrs[c.intn(len(humanErrs))]()
+			} else {
+				err = transientErrs[c.intn(len(transientErrs))](c)
+			}
+			f.Err = err
+			desc += " " + err.Error()
+		case slotRefuse:
+			f.Refuse = true
+		case slotFlap:
+			f.WatchLifetime = c.logDuration(time.Millisecond, 3*time.Second)
+			desc += " " + f.WatchLifetime.String()
+		case slotStale:
+			f.StaleProxy = true
+		case slotWatchList:
+			f.RefuseWatchList = true
+		case slotHandler:
+			human = c.intn(3) == 0
+			if human {
+				err = fmt.Errorf("update status: %w", watchtest.Forbidden())
+			} else {
+				err = errors.New("database unavailable")
+			}
+			desc += " " + err.Error()
+		}
+		g := nextGroup()
+		add(at, g, "on "+desc, func(w *world) { w.faultOn(srv, s, human, f, err) })
+		add(end, g, "off "+desc, func(w *world) { w.faultOff(srv, s) })
+	}
+	downUntil := time.Duration(0)
+	quietUntil := time.Duration(-1) // the end of the last quiet window
+	at := h.firstStart
+	for {
+		at += c.logDuration(time.Millisecond, max(h.horizon/10, time.Second))
+		if at >= h.horizon {
+			break
+		}
+		switch k := c.intn(24); {
+		case k < 6: // writes to the streams' collections
+			n := 1
+			if c.intn(4) == 0 {
+				n = 1 + c.intn(12) // a burst
+			}
+			for i := range n {
+				srv, name, op := c.intn(len(h.streams)), string(rune('a'+c.intn(6))), c.intn(3)
+				add(at+time.Duration(i)*time.Millisecond, 0, fmt.Sprintf("write s%d/%s (%d)", srv, name, op), func(w *world) { w.write(srv, name, op) })
+			}
+		case k < 9: // a server fault, for a while
+			srv := c.intn(len(h.streams))
+			s := []slot{slotErr, slotErr, slotRefuse, slotFlap, slotStale, slotWatchList, slotHandler}[c.intn(7)]
+			addFault(srv, s, at, c.logDuration(time.Millisecond, min(90*time.Minute, h.horizon)))
+		case k < 11: // an instant action on a server, or on all (an apiserver restart)
+			srv := c.intn(len(h.streams))
+			switch c.intn(6) {
+			case 0:
+				add(at, 0, fmt.Sprintf("s%d close watches", srv), func(w *world) { w.action(srv, actionClose) })
+			case 1:
+				add(at, 0, fmt.Sprintf("s%d compact", srv), func(w *world) { w.action(srv, actionCompact) })
+			case 2:
+				add(at, 0, fmt.Sprintf("s%d fail watches 500", srv), func(w *world) { w.action(srv, actionFail) })
+			case 3:
+				n := 1 + c.intn(1000)
+				add(at, 0, fmt.Sprintf("s%d advance %d", srv, n), func(w *world) { w.advance(srv, n) })
+			default:
+				add(at, 0, "apiserver restart", func(w *world) { w.apiserverRestart() })
+			}
+		case k < 14: // the owners themselves
+			o := owner()
+			switch c.intn(5) {
+			case 0, 1:
+				createOwner(at, o)
+			case 2:
+				add(at, 0, fmt.Sprintf("delete o%d", o), func(w *world) { w.deleteOwner(o) })
+			case 3:
+				add(at, 0, fmt.Sprintf("delete o%d", o), func(w *world) { w.deleteOwner(o) })
+				createOwner(at+c.logDuration(time.Millisecond, time.Minute), o)
+			default:
+				streams := -1 // same streams, a new generation
+				if c.intn(2) == 0 {
+					streams = c.intn(1 << len(h.streams))
+				}
+				add(at, 0, fmt.Sprintf("bump o%d streams=%b", o, streams), func(w *world) { w.bumpOwner(o, streams) })
+			}
+		case k < 17: // the caller's own gates
+			o, gate := owner(), fmt.Sprint("g", c.intn(2))
+			if c.intn(5) == 0 {
+				add(at, 0, fmt.Sprintf("o%d remove gate %s", o, gate), func(w *world) { w.removeGate(o, gate) })
+				continue
+			}
+			lv := gateLevels[c.intn(len(gateLevels))]
+			add(at, 0, fmt.Sprintf("o%d gate %s %s", o, gate, lv.name), func(w *world) { w.setGate(o, gate, lv.level, lv.starting) })
+		case k < 20: // a controller restart: a rollout, or an outage
+			if at < downUntil {
+				continue
+			}
+			var down time.Duration
+			switch c.intn(10) {
+			case 0, 1, 2, 3, 4:
+				down = c.logDuration(time.Millisecond, 5*time.Second)
+			case 5, 6, 7:
+				down = c.logDuration(10*time.Second, 2*time.Minute)
+			default:
+				down = c.logDuration(2*time.Minute, 20*time.Minute)
+			}
+			g := nextGroup()
+			add(at, g, "controller stop", func(w *world) { w.stopController() })
+			add(at+down, g, "controller start", func(w *world) { w.startController() })
+			downUntil = at + down + time.Second
+			// Owners created while it is down.
+			if down > time.Second && c.intn(2) == 0 {
+				createOwner(at+down/2, owner())
+			}
+			// A rollout into trouble: a fault that starts as the controller
+			// comes back, so that a stream may not establish within the
+			// start grace.
+			if c.intn(2) == 0 {
+				srv := c.intn(len(h.streams))
+				s := []slot{slotErr, slotRefuse, slotFlap, slotStale, slotHandler}[c.intn(5)]
+				addFault(srv, s, at+down-c.logDuration(time.Millisecond, time.Second), c.logDuration(time.Second, 10*time.Minute))
+			}
+			// A stream run again soon after the start.
+			if c.intn(4) == 0 {
+				srv, after := c.intn(len(h.streams)), c.logDuration(time.Second, h.startGrace)
+				add(at+down+after, g, fmt.Sprintf("s%d run again", srv), func(w *world) { w.rerun(srv) })
+			}
+		case k < 21: // one stream run again by the controller
+			srv := c.intn(len(h.streams))
+			add(at, 0, fmt.Sprintf("s%d run again", srv), func(w *world) { w.rerun(srv) })
+		default: // a quiet restart: nothing else around it
+			if at < downUntil || at < h.firstStart+quietBefore || at-quietBefore <= quietUntil {
+				continue
+			}
+			g := nextGroup()
+			var from, to time.Duration
+			if c.intn(2) == 0 {
+				down := c.logDuration(time.Millisecond, 5*time.Second)
+				h.steps = append(h.steps,
+					step{at: at, desc: "quiet controller stop", do: func(w *world) { w.stopController() }, group: g, keep: true},
+					step{at: at + down, desc: "quiet controller start", do: func(w *world) { w.startController() }, group: g, keep: true})
+				from, to = at-quietBefore, at+down+quietAfter
+				downUntil = at + down + time.Second
+			} else {
+				h.steps = append(h.steps, step{at: at, desc: "quiet apiserver restart", do: func(w *world) { w.apiserverRestart() }, group: g, keep: true})
+				from, to = at-quietBefore, at+quietAfter
+			}
+			h.quiet = append(h.quiet, span{from, to})
+			quietUntil = to
+		}
+	}
+	h.dropInQuiet()
+	h.steps = slices.DeleteFunc(h.steps, func(s step) bool { return s.at >= h.horizon && !strings.HasPrefix(s.desc, "off ") })
+	slices.SortStableFunc(h.steps, func(a, b step) int { return int(a.at - b.at) })
+	return h
+}
+
+// dropInQuiet removes every step inside a quiet window but the quiet
+// episode's own, with the other steps of its group (a fault that starts
+// or ends there, a restart that stops or starts there).
+func (h *history) dropInQuiet() {
+	if len(h.quiet) == 0 {
+		return
+	}
+	inQuiet := func(s step) bool {
+		for _, q := range h.quiet {
+			if q.from <= s.at && s.at <= q.to {
+				return true
+			}
+		}
+		return false
+	}
+	// A fault that spans a window has both ends outside it.
+	spans := map[int]span{}
+	for _, s := range h.steps {
+		if s.group == 0 || s.keep {
+			continue
+		}
+		sp, ok := spans[s.group]
+		if !ok {
+			sp = span{s.at, s.at}
+		}
+		sp.from, sp.to = min(sp.from, s.at), max(sp.to, s.at)
+		spans[s.group] = sp
+	}
+	drop := map[int]bool{}
+	for g, sp := range spans {
+		for _, q := range h.quiet {
+			if sp.from <= q.to && q.from <= sp.to {
+				drop[g] = true
+			}
+		}
+	}
+	h.steps = slices.DeleteFunc(h.steps, func(s step) bool {
+		if s.keep {
+			return false
+		}
+		return drop[s.group] || inQuiet(s)
+	})
+}

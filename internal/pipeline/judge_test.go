@@ -1,0 +1,956 @@
+package pipeline_test
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	wgmetrics "github.com/watchgrade/watchgrade/metrics"
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	"github.com/watchgrade/watchgrade/readiness/readinesstest"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+	"github.com/watchgrade/watchgrade/watch/watchtest"
+)
+
+// The pipeline judge: random histories of a controller's world, played in
+// virtual time through the real pipeline, each judged against its ground
+// truth. See TestPipeline.
+
+var (
+	pipelineHistories = flag.Int("pipeline.histories", 40, "number of histories TestPipeline plays")
+	pipelineSeed      = flag.Uint64("pipeline.seed", 1, "seed of TestPipeline's first history")
+	pipelineVerbose   = flag.Bool("pipeline.v", false, "print every history TestPipeline plays, and what it saw of a failed one")
+)
+
+func TestMain(m *testing.M) {
+	// Informers run inside synctest bubbles here.
+	watchtest.DisableHandleErrorBackoff()
+	// The reflector's warnings say nothing the judge does not check.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+	goleak.VerifyTestMain(m)
+}
+
+// verdict is what the judge found in one history.
+type verdict struct {
+	falseWarnings, missedWarnings, readyWhileIncomplete, heldTooLong int
+	restartWrites, noopWrites, kstatusDisagree, firstReadyWrong      int
+	// What the history exercised, so that a line of zeros is not empty.
+	writes, warnings, firstReady, held, viewGaps int
+	// quietChecked counts owners checked across a quiet restart: of the
+	// controller, of the apiserver.
+	quietChecked [2]int
+	notes        []string
+}
+
+func (v *verdict) add(counter *int, format string, args ...any) {
+	*counter++
+	if len(v.notes) < 12 {
+		v.notes = append(v.notes, fmt.Sprintf(format, args...))
+	}
+}
+
+func (v verdict) failed() bool {
+	return v.falseWarnings+v.missedWarnings+v.readyWhileIncomplete+v.heldTooLong+
+		v.restartWrites+v.noopWrites+v.kstatusDisagree+v.firstReadyWrong > 0
+}
+
+func (v *verdict) sum(o verdict) {
+	v.falseWarnings += o.falseWarnings
+	v.missedWarnings += o.missedWarnings
+	v.readyWhileIncomplete += o.readyWhileIncomplete
+	v.heldTooLong += o.heldTooLong
+	v.restartWrites += o.restartWrites
+	v.noopWrites += o.noopWrites
+	v.kstatusDisagree += o.kstatusDisagree
+	v.firstReadyWrong += o.firstReadyWrong
+	v.writes += o.writes
+	v.warnings += o.warnings
+	v.quietChecked[0] += o.quietChecked[0]
+	v.quietChecked[1] += o.quietChecked[1]
+	v.viewGaps += o.viewGaps
+	v.firstReady += o.firstReady
+	v.held += o.held
+}
+
+// play runs h inside a synctest bubble and judges it.
+func play(t *testing.T, h history) (v verdict) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, h)
+		for _, st := range h.steps {
+			time.Sleep(st.at - w.now())
+			st.do(w)
+			w.ran(st.desc)
+			synctest.Wait()
+		}
+		time.Sleep(h.horizon - w.now())
+		// The end: every fault off, the controller up, and a while to
+		// settle with writes to every collection.
+		for i, s := range w.servers {
+			w.mu.Lock()
+			open := slices.Collect(maps.Keys(s.open))
+			w.mu.Unlock()
+			for _, sl := range open {
+				w.faultOff(i, sl)
+			}
+		}
+		w.startController()
+		settle := 2*maxBackoff + transientGrace
+		time.Sleep(settle / 2)
+		for i := range w.servers {
+			w.write(i, "late", 1)
+		}
+		time.Sleep(settle / 2)
+		end := w.now()
+		w.stopController()
+		for _, done := range w.draining {
+			<-done
+		}
+		v = judge(w, end)
+		if *pipelineVerbose && v.failed() {
+			v.notes = append(v.notes, w.log(end))
+		}
+	})
+	return v
+}
+
+// --- reading the ground truth ---------------------------------------------
+
+// lifeWindow is where one owner's life and one process's run overlap.
+type lifeWindow struct {
+	l        *life
+	p        *process
+	from, to time.Duration
+}
+
+func isTrue(conds []metav1.Condition, typ string) bool {
+	return meta.IsStatusConditionTrue(conds, typ)
+}
+
+// storedAt returns l's conditions and status.observedGeneration as stored
+// at t (after every write made at t), and the process that wrote them (-1
+// for none).
+func (l *life) storedAt(t time.Duration) ([]metav1.Condition, int64, int) {
+	var conds []metav1.Condition
+	var observed int64 = -1
+	proc := -1
+	for _, wr := range l.writes {
+		if wr.at > t {
+			break
+		}
+		conds, observed, proc = wr.after, wr.gen, wr.proc
+	}
+	return conds, observed, proc
+}
+
+// genAt returns l's generation mark in force at t.
+func (l *life) genAt(t time.Duration) genMark {
+	g := l.gens[0]
+	for _, m := range l.gens {
+		if m.at > t {
+			break
+		}
+		g = m
+	}
+	return g
+}
+
+// findStored returns the first instant in [from, to) at which the stored
+// conditions satisfy bad, or -1.
+func (l *life) findStored(from, to time.Duration, bad func(conds []metav1.Condition, observed int64) bool) time.Duration {
+	return l.findWritten(from, to, func(c []metav1.Condition, o int64, _ int) bool { return bad(c, o) })
+}
+
+// findWritten is findStored whose bad also reads which process wrote the
+// stored conditions (-1 for none).
+func (l *life) findWritten(from, to time.Duration, bad func(conds []metav1.Condition, observed int64, proc int) bool) time.Duration {
+	if from >= to {
+		return -1
+	}
+	if c, o, p := l.storedAt(from); bad(c, o, p) {
+		return from
+	}
+	for _, wr := range l.writes {
+		if wr.at > from && wr.at < to && bad(wr.after, wr.gen, wr.proc) {
+			return wr.at
+		}
+	}
+	return -1
+}
+
+func readyTrue(c []metav1.Condition, _ int64) bool { return isTrue(c, wgreadiness.ConditionReady) }
+func notStalled(c []metav1.Condition, _ int64) bool {
+	return !isTrue(c, wgreadiness.ConditionStalled)
+}
+
+// stateAt returns the state stream i of p published last at or before t,
+// and when; a zero State at p's start when it has published none.
+func (p *process) stateAt(i int, t time.Duration) (wgwatch.State, time.Duration) {
+	st, at := wgwatch.State{}, p.start
+	for _, s := range p.states[i] {
+		if s.at > t {
+			break
+		}
+		st, at = s.s, s.at
+	}
+	return st, at
+}
+
+// streamedBefore reports whether stream i of p published Streaming before t.
+func (p *process) streamedBefore(i int, t time.Duration) bool {
+	for _, s := range p.states[i] {
+		if s.at >= t {
+			break
+		}
+		if s.s.Phase == wgwatch.PhaseStreaming {
+			return true
+		}
+	}
+	return false
+}
+
+// streamedBy returns when stream i of p first published Streaming at or
+// after from, or -1.
+func (p *process) streamedBy(i int, from time.Duration) time.Duration {
+	for _, s := range p.states[i] {
+		if s.at >= from && s.s.Phase == wgwatch.PhaseStreaming {
+			return s.at
+		}
+	}
+	return -1
+}
+
+// stateSegments returns the stretches of p's run over which stream i was
+// in one published state; the first, before it published anything, has a
+// zero State.
+func (p *process) stateSegments(i int, end time.Duration) []struct {
+	from, to time.Duration
+	s        wgwatch.State
+} {
+	type seg = struct {
+		from, to time.Duration
+		s        wgwatch.State
+	}
+	var out []seg
+	from, cur := p.start, wgwatch.State{}
+	for _, s := range p.states[i] {
+		if s.at > from {
+			out = append(out, seg{from, s.at, cur})
+		}
+		from, cur = max(from, s.at), s.s
+	}
+	if from < end {
+		out = append(out, seg{from, end, cur})
+	}
+	return out
+}
+
+// viewGaps returns the stretches over which the consumer of stream i of p
+// did not hold what its server held.
+func (p *process) viewGaps(i int, end time.Duration) []span {
+	var out []span
+	var open time.Duration = -1
+	for _, m := range p.views[i] {
+		switch {
+		case !m.complete && open < 0:
+			open = m.at
+		case m.complete && open >= 0:
+			if m.at > open {
+				out = append(out, span{open, m.at})
+			}
+			open = -1
+		}
+	}
+	if open >= 0 && open < end {
+		out = append(out, span{open, end})
+	}
+	return out
+}
+
+// gateSegments returns the stretches over which owner o's gate name held
+// one mark.
+func (w *world) gateSegments(o int, name string, end time.Duration) []struct {
+	from, to time.Duration
+	m        gateMark
+} {
+	type seg = struct {
+		from, to time.Duration
+		m        gateMark
+	}
+	var out []seg
+	marks := w.gates[o][name]
+	for k, m := range marks {
+		to := end
+		if k+1 < len(marks) {
+			to = marks[k+1].at
+		}
+		if m.at < to {
+			out = append(out, seg{m.at, to, m})
+		}
+	}
+	return out
+}
+
+// --- the judge --------------------------------------------------------------
+
+// streamTruth is what a stream's server went through: when it had a live
+// watch, when it was in trouble, when a human had to act.
+type streamTruth struct {
+	live, trouble, human []span
+}
+
+func (w *world) truths(end time.Duration) []streamTruth {
+	bridge := maxBackoff + shortSession
+	var out []streamTruth
+	for _, s := range w.servers {
+		var tr streamTruth
+		tr.live = liveSpans(s.srv.Requests(), w.start, end)
+		for _, iv := range s.intervals {
+			to := iv.end
+			if to < 0 {
+				to = end
+			}
+			if iv.trouble() {
+				tr.trouble = append(tr.trouble, span{iv.start, to})
+			}
+			if iv.human {
+				tr.human = append(tr.human, span{iv.start, to})
+			}
+		}
+		// A stream sees the server only when it asks: a healthy gap
+		// shorter than one backoff may pass unseen.
+		tr.trouble, tr.human = union(tr.trouble, bridge), union(tr.human, bridge)
+		out = append(out, tr)
+	}
+	return out
+}
+
+// needsHuman reports whether NeedsHuman published at t is justified by
+// the ground truth, as the watch package promises it: a cause that needs
+// a human for HumanGrace, or no live session for ProgressDeadline.
+func (tr streamTruth) needsHuman(t time.Duration) bool {
+	g := gapStart(tr.live, t)
+	return covered(tr.human, t-humanGrace, t-eps) ||
+		(g >= 0 && t-g >= deadline-eps) ||
+		covered(tr.trouble, t-deadline+eps, t-eps)
+}
+
+func judge(w *world, end time.Duration) (v verdict) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	truths := w.truths(end)
+	var windows []lifeWindow
+	for _, l := range w.lives {
+		lend := end
+		if l.deleted >= 0 {
+			lend = l.deleted
+		}
+		for _, p := range w.procs {
+			pend := p.end
+			if pend < 0 || pend > end {
+				pend = end
+			}
+			if from, to := max(p.start, l.created), min(pend, lend); from < to {
+				windows = append(windows, lifeWindow{l, p, from, to})
+			}
+		}
+	}
+	for _, lw := range windows {
+		judgeGates(&v, w, lw)
+		judgeStreams(&v, w, lw)
+	}
+	for _, l := range w.lives {
+		judgeWrites(&v, w, l, truths)
+	}
+	judgeQuiet(&v, w, end)
+	judgeFirstReady(&v, w)
+	return v
+}
+
+// judgeGates: Ready=True only while every caller's gate is established,
+// Stalled=True while one is stalled; never held over either.
+func judgeGates(v *verdict, w *world, lw lifeWindow) {
+	l := lw.l
+	for _, name := range slices.Sorted(maps.Keys(w.gates[l.o])) {
+		for _, seg := range w.gateSegments(l.o, name, lw.to) {
+			if !seg.m.present || seg.m.level == wgreadiness.LevelEstablished {
+				continue
+			}
+			from, to := max(seg.from, lw.from)+eps, min(seg.to, lw.to)
+			if at := l.findStored(from, to, readyTrue); at >= 0 {
+				v.add(&v.readyWhileIncomplete, "%s %s: Ready=True at %v while gate %s is %s (starting=%v) since %v (process %d)",
+					l.key, l.uid, at, name, seg.m.level, seg.m.starting, seg.from, lw.p.id)
+			}
+			if seg.m.level == wgreadiness.LevelStalled {
+				if at := l.findStored(from, to, notStalled); at >= 0 {
+					v.add(&v.missedWarnings, "%s %s: not Stalled at %v while gate %s is stalled since %v (process %d)",
+						l.key, l.uid, at, name, seg.from, lw.p.id)
+				}
+			}
+		}
+	}
+}
+
+// judgeStreams: Ready=True only while every stream the owner depends on
+// is established and its consumer's view complete, or within the restart
+// hold, never longer; Stalled=True while one needs a human; the
+// generation observed.
+func judgeStreams(v *verdict, w *world, lw lifeWindow) {
+	l, p := lw.l, lw.p
+	for k, g := range l.gens {
+		gto := lw.to
+		if k+1 < len(l.gens) {
+			gto = min(gto, l.gens[k+1].at)
+		}
+		gfrom := max(lw.from, g.at)
+		if gfrom >= gto {
+			continue
+		}
+		// The generation is observed at once.
+		if at := l.findStored(gfrom+eps, gto, func(c []metav1.Condition, observed int64) bool {
+			return isTrue(c, wgreadiness.ConditionReady) && observed != g.gen
+		}); at >= 0 {
+			v.add(&v.readyWhileIncomplete, "%s %s: Ready=True at %v for generation %d, not %d (since %v, process %d)", l.key, l.uid, at, g.gen, g.gen, g.at, p.id)
+		}
+		for i := range w.servers {
+			if g.streams&(1<<i) == 0 {
+				continue
+			}
+			for _, seg := range p.stateSegments(i, lw.to) {
+				if seg.s.Phase == wgwatch.PhaseStreaming {
+					continue
+				}
+				from, to := max(seg.from, gfrom), min(seg.to, gto)
+				if from >= to {
+					continue
+				}
+				held := !p.streamedBefore(i, seg.from) && (seg.s.Phase == "" || seg.s.Phase == wgwatch.PhaseStarting ||
+					seg.s.Phase == wgwatch.PhaseReplaying && seg.s.Reason == wgwatch.ReasonInitialSync)
+				d := from + eps
+				if held {
+					d = max(d, p.start+w.h.holdBound())
+				}
+				if at := l.findStored(d, to, readyTrue); at >= 0 {
+					counter, what := &v.readyWhileIncomplete, "ready_while_incomplete"
+					if held {
+						counter, what = &v.heldTooLong, "held_too_long"
+					}
+					v.add(counter, "%s: %s %s: Ready=True at %v while s%d is %s/%s since %v (process %d started %v)",
+						what, l.key, l.uid, at, i, seg.s.Phase, seg.s.Reason, seg.from, p.id, p.start)
+				} else if held && l.findStored(from, min(to, d), readyTrue) >= 0 {
+					v.held++
+					// Held is a Ready=True persisted by an earlier process:
+					// one this process writes over a starting stream (a
+					// new generation, say) is no hold.
+					if at := l.findWritten(from+eps, min(to, d), func(c []metav1.Condition, _ int64, proc int) bool {
+						return proc == p.id && isTrue(c, wgreadiness.ConditionReady)
+					}); at >= 0 {
+						v.add(&v.readyWhileIncomplete, "%s %s: Ready=True written at %v by process %d itself while s%d is %s/%s since %v: no hold",
+							l.key, l.uid, at, p.id, i, seg.s.Phase, seg.s.Reason, seg.from)
+					}
+				}
+				if seg.s.NeedsHuman {
+					if at := l.findStored(from+eps, to, notStalled); at >= 0 {
+						v.add(&v.missedWarnings, "%s %s: not Stalled at %v while s%d needs a human since %v (%s, process %d)",
+							l.key, l.uid, at, i, seg.from, seg.s.Reason, p.id)
+					}
+				}
+			}
+			for _, gap := range p.viewGaps(i, lw.to) {
+				from, to := max(gap.from, gfrom), min(gap.to, gto)
+				if from >= to {
+					continue
+				}
+				v.viewGaps++
+				held := !p.streamedBefore(i, gap.from)
+				d := max(from, gap.from+staleBound)
+				if held {
+					d = max(from+eps, p.start+w.h.holdBound())
+				}
+				if at := l.findStored(d, to, readyTrue); at >= 0 {
+					counter, what := &v.readyWhileIncomplete, "ready_while_incomplete"
+					if held {
+						counter, what = &v.heldTooLong, "held_too_long"
+					}
+					v.add(counter, "%s: %s %s: Ready=True at %v while the consumer of s%d has been behind its server since %v (process %d started %v)",
+						what, l.key, l.uid, at, i, gap.from, p.id, p.start)
+				}
+			}
+		}
+	}
+}
+
+// judgeWrites: every status write changes something and is
+// kstatus-conformant; a Warning is recorded exactly once per escalation to
+// Stalled, on each recorder, and an escalation is justified.
+func judgeWrites(v *verdict, w *world, l *life, truths []streamTruth) {
+	for _, wr := range l.writes {
+		v.writes++
+		obs := wr.gen
+		if cmp.Equal(wr.before, wr.after) && wr.obsBefore != nil && *wr.obsBefore == wr.gen {
+			v.add(&v.noopWrites, "%s %s: a write at %v changed nothing (process %d)", l.key, l.uid, wr.at, wr.proc)
+		}
+		o := &ownerObj{meta: metav1.ObjectMeta{Name: l.key.Name, Namespace: l.key.Namespace, UID: l.uid, Generation: wr.gen}, conds: wr.after, observed: &obs}
+		res, err := status.Compute(ownerObject(o))
+		want := status.InProgressStatus
+		switch {
+		case isTrue(wr.after, wgreadiness.ConditionStalled):
+			want = status.FailedStatus
+		case isTrue(wr.after, wgreadiness.ConditionReconciling):
+		case isTrue(wr.after, wgreadiness.ConditionReady):
+			want = status.CurrentStatus
+		}
+		if err != nil || res.Status != want {
+			v.add(&v.kstatusDisagree, "%s %s: kstatus says %v (%v) after the write at %v, the trio says %s: %v", l.key, l.uid, res, err, wr.at, want, wr.after)
+		}
+		if err := readinesstest.Check(readinesstest.Status{Generation: wr.gen, ObservedGeneration: &obs, Conditions: wr.after}); err != nil {
+			v.add(&v.kstatusDisagree, "%s %s: the write at %v breaks the trio's rules: %v", l.key, l.uid, wr.at, err)
+		}
+		if why := transitionTimes(w, wr); why != "" {
+			v.add(&v.kstatusDisagree, "%s %s: the write at %v: %s", l.key, l.uid, wr.at, why)
+		}
+
+		escalation := !isTrue(wr.before, wgreadiness.ConditionStalled) && isTrue(wr.after, wgreadiness.ConditionStalled)
+		for kind, evs := range wr.events {
+			n := 0
+			for _, e := range evs {
+				if e.typ == "Warning" {
+					n++
+				}
+			}
+			v.warnings += n
+			switch {
+			case escalation && n == 0:
+				v.add(&v.missedWarnings, "%s %s: no Warning on recorder %d for the escalation to Stalled at %v", l.key, l.uid, kind, wr.at)
+			case escalation && n > 1, !escalation && n > 0:
+				v.add(&v.falseWarnings, "%s %s: %d Warnings on recorder %d for the write at %v (escalation: %v): %v -> %v",
+					l.key, l.uid, n, kind, wr.at, escalation, brief(wr.before), brief(wr.after))
+			}
+		}
+		if escalation {
+			if why := justifyStalled(w, l, wr, truths); why != "" {
+				v.add(&v.falseWarnings, "%s %s: escalated to Stalled at %v: %s", l.key, l.uid, wr.at, why)
+			}
+		}
+	}
+}
+
+// holdBound: a persisted Ready=True stands over streams still starting
+// for StartGrace after the accumulator first heard of them (at the
+// process's start), never longer (package readiness, Restarts).
+func (h history) holdBound() time.Duration { return h.startGrace + eps }
+
+// transitionTimes returns "" when every condition of wr kept its
+// lastTransitionTime if its status stayed, and otherwise took the now the
+// controller passed to Apply (to the second): meta.SetStatusCondition's
+// semantics. (readinesstest.CheckTransition cannot tell a status that
+// moved twice within the second of its stamp.)
+func transitionTimes(w *world, wr *write) string {
+	stampAt := metav1.NewTime(w.h.applyNow(w.start.Add(wr.at))).Rfc3339Copy()
+	for _, a := range wr.after {
+		b := meta.FindStatusCondition(wr.before, a.Type)
+		switch {
+		case b != nil && b.Status == a.Status && !a.LastTransitionTime.Equal(&b.LastTransitionTime):
+			return fmt.Sprintf("%s kept its status %s, its lastTransitionTime moved from %v to %v", a.Type, a.Status, b.LastTransitionTime, a.LastTransitionTime)
+		case (b == nil || b.Status != a.Status) && !a.LastTransitionTime.Equal(&stampAt):
+			return fmt.Sprintf("%s is new or moved to %s, its lastTransitionTime is %v, not the write's %v", a.Type, a.Status, a.LastTransitionTime, stampAt)
+		}
+	}
+	return ""
+}
+
+// justifyStalled returns "" when an escalation to Stalled at wr is
+// justified by the ground truth, and otherwise why not.
+func justifyStalled(w *world, l *life, wr *write, truths []streamTruth) string {
+	t := wr.at
+	for name := range w.gates[l.o] {
+		if m := w.gateAt(l.o, name, t); m.present && m.level == wgreadiness.LevelStalled {
+			return ""
+		}
+	}
+	p := w.procs[wr.proc]
+	g := l.genAt(t)
+	why := "no gate stalled and no stream needing a human"
+	for i := range w.servers {
+		if g.streams&(1<<i) == 0 {
+			continue
+		}
+		st, at := p.stateAt(i, t)
+		if !st.NeedsHuman {
+			continue
+		}
+		if truths[i].needsHuman(at) {
+			return ""
+		}
+		why = fmt.Sprintf("s%d published NeedsHuman (%s) at %v with no cause that needs a human", i, st.Reason, at)
+	}
+	return why
+}
+
+// judgeQuiet: a controller or apiserver restart that changes nothing
+// writes nothing and records nothing, for every owner Ready=True before
+// it.
+func judgeQuiet(v *verdict, w *world, end time.Duration) {
+	for k, st := range w.steps {
+		switch st.desc {
+		case "quiet controller stop":
+			if k+1 >= len(w.steps) || w.steps[k+1].desc != "quiet controller start" {
+				continue
+			}
+			r, s := st.at, w.steps[k+1].at
+			var p *process
+			for _, q := range w.procs {
+				if q.start == s {
+					p = q
+				}
+			}
+			if p == nil {
+				continue
+			}
+			for _, l := range w.lives {
+				if !settled(w, l, r) {
+					continue
+				}
+				g := l.genAt(r)
+				established := true
+				for i := range w.servers {
+					if g.streams&(1<<i) != 0 {
+						if at := p.streamedBy(i, s); at < 0 || at > s+w.h.startGrace-time.Second {
+							established = false
+						}
+					}
+				}
+				if !established {
+					continue // the hold ended: writing is right
+				}
+				v.quietChecked[0]++
+				quietWrites(v, l, s, min(s+quietAfter, end), fmt.Sprintf("controller restart at %v (back at %v)", r, s))
+			}
+		case "quiet apiserver restart":
+			r := st.at
+			var p *process
+			for _, q := range w.procs {
+				if q.start <= r-quietBefore && (q.end < 0 || q.end >= r+quietAfter) {
+					p = q
+				}
+			}
+			if p == nil {
+				continue
+			}
+			for _, l := range w.lives {
+				if settled(w, l, r) {
+					v.quietChecked[1]++
+					quietWrites(v, l, r, min(r+quietAfter, end), fmt.Sprintf("apiserver restart at %v", r))
+				}
+			}
+		}
+	}
+}
+
+// settled reports whether l existed across a quiet window around r and
+// was Ready=True for its generation at r, with every gate of its own
+// established.
+func settled(w *world, l *life, r time.Duration) bool {
+	if l.created > r-quietBefore || (l.deleted >= 0 && l.deleted < r+quietAfter) {
+		return false
+	}
+	conds, observed, _ := l.storedAt(r)
+	if !isTrue(conds, wgreadiness.ConditionReady) || observed != l.genAt(r).gen {
+		return false
+	}
+	for name := range w.gates[l.o] {
+		if m := w.gateAt(l.o, name, r); m.present && m.level != wgreadiness.LevelEstablished {
+			return false
+		}
+	}
+	return true
+}
+
+func quietWrites(v *verdict, l *life, from, to time.Duration, what string) {
+	for _, wr := range l.writes {
+		if wr.at < from || wr.at >= to {
+			continue
+		}
+		v.add(&v.restartWrites, "%s %s: a %s wrote at %v: %v -> %v, Events %d+%d",
+			what, l.key, l.uid, wr.at, brief(wr.before), brief(wr.after), len(wr.events[0]), len(wr.events[1]))
+	}
+}
+
+// judgeFirstReady: one first-Ready observation per object UID, never for
+// an object the controller did not witness, with the reason the metrics
+// doc promises; and each process's registry holds what it observed.
+func judgeFirstReady(v *verdict, w *world) {
+	type outcome struct {
+		p *process
+		s sighting
+	}
+	outcomes := map[types.UID][]outcome{}
+	for _, p := range w.procs {
+		for _, s := range p.sightings {
+			if s.result == wgmetrics.FirstReadyObserved || s.result == wgmetrics.FirstReadyRejected {
+				outcomes[s.uid] = append(outcomes[s.uid], outcome{p, s})
+			}
+		}
+	}
+	var firstStart time.Duration = -1
+	if len(w.procs) > 0 {
+		firstStart = w.procs[0].start
+	}
+	type tally struct {
+		observed, rejected int
+		sum                float64
+	}
+	want := map[*process]*tally{}
+	for _, p := range w.procs {
+		want[p] = &tally{}
+	}
+	for _, l := range w.lives {
+		got := outcomes[l.uid]
+		if len(got) > 1 {
+			v.add(&v.firstReadyWrong, "%s %s: %d first-Ready outcomes: %v", l.key, l.uid, len(got), got)
+		}
+		var first *write
+		for _, wr := range l.writes {
+			if isTrue(wr.after, wgreadiness.ConditionReady) {
+				first = wr
+				break
+			}
+		}
+		if first == nil {
+			if len(got) > 0 {
+				v.add(&v.firstReadyWrong, "%s %s: a first-Ready outcome %s, never Ready", l.key, l.uid, got[0].s.result)
+			}
+			continue
+		}
+		p := w.procs[first.proc]
+		wantRes, why := expectFirstReady(w, p, l)
+		if wantRes == wgmetrics.FirstReadyObserved && l.created < firstStart-time.Minute && why != "seen Ready=Unknown" {
+			v.add(&v.firstReadyWrong, "%s %s: expected observed (%s) but created at %v, before the controller first ran at %v", l.key, l.uid, why, l.created, firstStart)
+		}
+		var gotRes wgmetrics.FirstReadyResult
+		if len(got) > 0 {
+			gotRes = got[0].s.result
+			if got[0].p != p {
+				v.add(&v.firstReadyWrong, "%s %s: first Ready written by process %d, outcome from process %d", l.key, l.uid, p.id, got[0].p.id)
+			}
+		}
+		if gotRes != wantRes {
+			v.add(&v.firstReadyWrong, "%s %s: first Ready at %v by process %d (started %v), created at %v: outcome %q, want %q (%s)",
+				l.key, l.uid, first.at, p.id, p.start, l.created, gotRes, wantRes, why)
+		}
+		switch wantRes {
+		case wgmetrics.FirstReadyObserved:
+			v.firstReady++
+			at := metav1.NewTime(w.start.Add(first.at)).Rfc3339Copy()
+			want[p].observed++
+			want[p].sum += at.Sub(l.createdAt).Seconds()
+		case wgmetrics.FirstReadyRejected:
+			want[p].rejected++
+		}
+	}
+	for _, p := range w.procs {
+		count, sum, rejected := gatherFirstReady(p)
+		t := want[p]
+		if count != t.observed || sum != t.sum || rejected[string(wgmetrics.RejectNotWitnessed)] != float64(t.rejected) {
+			v.add(&v.firstReadyWrong, "process %d registry: %d observations summing %vs, rejected %v; want %d summing %vs, %d not_witnessed",
+				p.id, count, sum, rejected, t.observed, t.sum, t.rejected)
+		}
+		for r, n := range rejected {
+			if r != string(wgmetrics.RejectNotWitnessed) && n != 0 {
+				v.add(&v.firstReadyWrong, "process %d registry: rejected{%s} = %v, want 0", p.id, r, n)
+			}
+		}
+	}
+}
+
+// expectFirstReady is what the metrics doc promises for l's first Ready,
+// written by p: read from p's first sighting of l, the witness rule, and
+// FirstReady's default WitnessedSince.
+func expectFirstReady(w *world, p *process, l *life) (wgmetrics.FirstReadyResult, string) {
+	first, readyAt := -1, -1
+	for k, s := range p.sightings {
+		if s.uid != l.uid {
+			continue
+		}
+		if first < 0 {
+			first = k
+		}
+		if s.ready != nil && s.ready.Status == metav1.ConditionTrue {
+			readyAt = k
+			break
+		}
+	}
+	if first < 0 || readyAt < 0 {
+		return "", "never sighted Ready by the process that wrote it"
+	}
+	r0 := p.sightings[first].ready
+	switch {
+	case r0 != nil && (r0.Status == metav1.ConditionTrue || r0.Status == metav1.ConditionFalse):
+		return "", "first seen established"
+	case r0 != nil:
+		return wgmetrics.FirstReadyObserved, "seen Ready=Unknown"
+	}
+	witnessedSince := w.start.Add(p.start).Add(-time.Minute)
+	if !l.createdAt.Before(witnessedSince) {
+		return wgmetrics.FirstReadyObserved, "created while the process ran"
+	}
+	// Witnessed: another object of its namespace first seen by p with a
+	// Ready stamped at or before its creation.
+	seen := map[types.UID]bool{}
+	for _, s := range p.sightings[:readyAt] {
+		first := !seen[s.uid]
+		seen[s.uid] = true
+		if first && s.uid != l.uid && s.ns == l.key.Namespace && s.ready != nil && !s.stamped.IsZero() && !l.createdAt.Before(s.stamped) {
+			return wgmetrics.FirstReadyObserved, fmt.Sprintf("witnessed by %s's Ready stamped %v", s.uid, s.stamped.Sub(w.start))
+		}
+	}
+	return wgmetrics.FirstReadyRejected, "not witnessed"
+}
+
+// gatherFirstReady reads p's time-to-first-Ready series for the owners.
+func gatherFirstReady(p *process) (count int, sum float64, rejected map[string]float64) {
+	rejected = map[string]float64{}
+	families, err := p.reg.Gather()
+	if err != nil {
+		p.w.t.Fatal(err)
+	}
+	for _, fam := range families {
+		for _, m := range fam.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels[wgmetrics.LabelResource] != owners.String() {
+				continue
+			}
+			switch fam.GetName() {
+			case "watchgrade_time_to_first_ready_seconds":
+				count, sum = int(m.GetHistogram().GetSampleCount()), m.GetHistogram().GetSampleSum()
+			case "watchgrade_time_to_first_ready_rejected_total":
+				rejected[labels[wgmetrics.LabelReason]] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return count, sum, rejected
+}
+
+// brief shows conditions as Type=Status/Reason.
+func brief(conds []metav1.Condition) string {
+	var parts []string
+	for _, c := range conds {
+		parts = append(parts, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// log describes what the world saw, for a failed history.
+func (w *world) log(end time.Duration) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var b strings.Builder
+	for _, p := range w.procs {
+		fmt.Fprintf(&b, "\nprocess %d: %v..%v", p.id, p.start, p.end)
+		for i := range w.servers {
+			fmt.Fprintf(&b, "\n  s%d states:", i)
+			for _, s := range p.states[i] {
+				fmt.Fprintf(&b, " %v:%s/%s%s", s.at.Round(time.Millisecond), s.s.Phase, s.s.Reason, map[bool]string{true: "!", false: ""}[s.s.NeedsHuman])
+			}
+			fmt.Fprintf(&b, "\n  s%d view gaps: %v", i, p.viewGaps(i, end))
+		}
+	}
+	for _, l := range w.lives {
+		fmt.Fprintf(&b, "\n%s %s created %v deleted %v gens %v", l.key, l.uid, l.created, l.deleted, l.gens)
+		for _, wr := range l.writes {
+			fmt.Fprintf(&b, "\n  %v p%d gen %d %s events %d+%d", wr.at.Round(time.Millisecond), wr.proc, wr.gen, brief(wr.after), len(wr.events[0]), len(wr.events[1]))
+		}
+	}
+	return b.String()
+}
+
+// TestPipeline plays -pipeline.histories random histories through the
+// real pipeline (streams over the simulated API server and informers over
+// Instrument, with the watch judge's faults; the caller's own gates;
+// StreamsCondition on and off; generation bumps; controller restarts and
+// outages, a new process each time reading the persisted status;
+// apiserver restarts; owners created, deleted and recreated, some while
+// the controller is down) and checks on each, against its ground truth:
+//
+//   - a Warning is recorded exactly once per escalation to Stalled, on each
+//     recorder kind, and never otherwise; Stalled=True only when a human
+//     must act (a caller's stalled gate, or a stream's NeedsHuman that a
+//     cause needing a human for HumanGrace, or the progress deadline,
+//     justifies), and within eps of when one must;
+//   - Ready=True only while every gate is established, every stream the
+//     owner depends on is Streaming and its consumer's view complete (a
+//     view may lag for the watch package's TransientGrace bound), and the
+//     generation observed; or within the restart hold, never longer than
+//     StartGrace, and never over a stalled or caller's gate;
+//   - a controller or apiserver restart that changes nothing writes nothing
+//     and records nothing;
+//   - every status write changes something; after it, kstatus's Compute
+//     agrees with the trio, and readinesstest finds no rule broken;
+//   - one first-Ready outcome per object UID, as the metrics doc promises
+//     it, and each process's registry holds exactly those.
+//
+// It prints one summary line.
+func TestPipeline(t *testing.T) {
+	start := time.Now()
+	before := runtime.NumGoroutine()
+	var total verdict
+	failed := 0
+	for i := range *pipelineHistories {
+		seed := *pipelineSeed + uint64(i)
+		h := generate(seed, &chooser{rng: rand.New(rand.NewPCG(seed, 19))})
+		var v verdict
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			v = play(t, h)
+			if *pipelineVerbose || v.failed() {
+				t.Logf("%v", h)
+			}
+			if v.failed() {
+				t.Errorf("history %d broke the invariants:\n  %s", seed, strings.Join(v.notes, "\n  "))
+			}
+		})
+		if v.failed() {
+			failed++
+		}
+		total.sum(v)
+	}
+	runtime.GC()
+	leaks := max(runtime.NumGoroutine()-before, 0)
+	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d leaks=%d (writes=%d warnings=%d holds=%d view_gaps=%d quiet_restarts_checked=%d+%d first_ready=%d, %v)\n",
+		*pipelineHistories, failed, total.falseWarnings, total.missedWarnings, total.readyWhileIncomplete, total.heldTooLong,
+		total.restartWrites, total.noopWrites, total.kstatusDisagree, total.firstReadyWrong, leaks,
+		total.writes, total.warnings, total.held, total.viewGaps, total.quietChecked[0], total.quietChecked[1], total.firstReady, time.Since(start).Round(time.Second))
+	if leaks > 0 {
+		t.Errorf("%d goroutines more than before the histories", leaks)
+	}
+}
+
+// FuzzPipeline drives the history generator from the fuzz input.
+func FuzzPipeline(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3})
+	f.Add([]byte("a rollout of the controller while a stream is forbidden"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h := generate(0, &chooser{data: data, rng: rand.New(rand.NewPCG(uint64(len(data)), 19))})
+		if v := play(t, h); v.failed() {
+			t.Errorf("history broke the invariants:\n  %s\n%v", strings.Join(v.notes, "\n  "), h)
+		}
+	})
+}
