@@ -85,7 +85,7 @@ func ExampleWatchMetrics() {
 		watchtest.Session{Events: []apiwatch.Event{
 			watchtest.Added(watchtest.ConfigMap("a", "10")),
 			watchtest.InitialEventsEnd("11"),
-		}},
+		}, Lasts: 1500 * time.Millisecond}, // live after ShortSession (1s), then closed by the server
 		watchtest.Session{Events: []apiwatch.Event{watchtest.Bookmark("15")}},
 	)
 	ctx, cancel := context.WithCancel(context.Background())
