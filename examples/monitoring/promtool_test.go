@@ -193,9 +193,9 @@ const (
 // The queries of the metrics package doc and examples/README.md, word for
 // word; TestDocQueriesAreTested holds them to it.
 const (
-	qEndings     = `sum by (resource, outcome) (rate(watchgrade_watch_sessions_ended_total[10m]))`
-	qHotFlap     = "sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome=\"closed\",le=~\"1(\\\\.0)?\"}[15m])) * 3600\n  / clamp_min(sum by (resource) (watchgrade_watch_streams), 1)"
-	qShortShare  = "sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome=\"closed\",le=~\"1(\\\\.0)?\"}[15m]))\n  / sum by (resource) (rate(watchgrade_watch_session_duration_seconds_count{outcome=\"closed\"}[15m]))"
+	qEndings    = `sum by (resource, outcome) (rate(watchgrade_watch_sessions_ended_total[10m]))`
+	qHotFlap    = "sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome=\"closed\",le=~\"1(\\\\.0)?\"}[15m])) * 3600\n  / clamp_min(sum by (resource) (watchgrade_watch_streams), 1)"
+	qShortShare = "sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome=\"closed\",le=~\"1(\\\\.0)?\"}[15m]))\n  / sum by (resource) (rate(watchgrade_watch_session_duration_seconds_count{outcome=\"closed\"}[15m]))"
 	// Before: le="1.0", which matches nothing on Prometheus 2.
 	qOldHotFlap3 = "sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome=\"closed\",le=\"1.0\"}[15m])) * 3600\n  / clamp_min(sum by (resource) (watchgrade_watch_streams), 1)"
 	qReplayTime  = `sum by (resource) (rate(watchgrade_watch_replay_duration_seconds_sum[1h]))`
