@@ -243,7 +243,10 @@ func scenarios(t *testing.T) []scenario {
 				{at: 15, name: "WatchTargetStalled"},
 				{at: 24, name: "WatchTargetStalled"},
 				{at: 25, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
-				{at: 61, name: "WatchTargetStalled"},
+				// Stalled=True is bridged over a few minutes (max_over_time
+				// [3m]): the page outlasts the recovery by that much.
+				{at: 61, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
+				{at: 63, name: "WatchTargetStalled"},
 				{at: 15, name: "WatchTargetNotReady"},
 				{at: 49, name: "WatchTargetNotReady"},
 				{at: 50, name: "WatchTargetNotReady", firing: []map[string]string{with(appLabels, "severity", "ticket")}},

@@ -24,7 +24,7 @@ import (
 )
 
 const (
-	rulesFile = "../../prometheus/rules.yaml"
+	rulesFile = "../prometheus/rules.yaml"
 	// job is the job name the Prometheus Operator gives the first
 	// endpoint of servicemonitor.yaml's ServiceMonitor.
 	job = "serviceMonitor/watchtarget-system/watchtarget-controller/0"
@@ -106,9 +106,10 @@ type prom struct {
 
 // A span is an alert firing from from to to (zero while it fires).
 type span struct {
-	alert    string
-	labels   labels.Labels
-	from, to time.Time
+	alert       string
+	labels      labels.Labels
+	annotations labels.Labels
+	from, to    time.Time
 }
 
 func (s span) String() string {
@@ -176,7 +177,7 @@ func (p *prom) eval(ctx context.Context, now time.Time) {
 		for _, r := range g.AlertingRules() {
 			for _, a := range r.ActiveAlerts() {
 				if a.State == rules.StateFiring {
-					firing[r.Name()+a.Labels.String()] = span{alert: r.Name(), labels: a.Labels}
+					firing[r.Name()+a.Labels.String()] = span{alert: r.Name(), labels: a.Labels, annotations: a.Annotations}
 				}
 			}
 		}
@@ -204,33 +205,38 @@ func (p *prom) stop() {
 }
 
 // series returns every series stored whose name is one of names, with
-// its samples from..to.
-func (p *prom) series(from, to time.Time, names ...string) map[string][]sample {
+// its samples from..to, in label order.
+func (p *prom) series(from, to time.Time, names ...string) []stored {
 	q, err := p.db.Querier(from.UnixMilli(), to.UnixMilli())
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	defer q.Close()
-	out := map[string][]sample{}
 	m, err := labels.NewMatcher(labels.MatchRegexp, labels.MetricName, strings.Join(names, "|"))
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	var out []stored
 	set := q.Select(context.Background(), true, nil, m)
 	for set.Next() {
 		s := set.At()
 		it := s.Iterator(nil)
-		var xs []sample
+		x := stored{labels: s.Labels()}
 		for it.Next() != 0 {
 			ts, v := it.At()
-			xs = append(xs, sample{t: time.UnixMilli(ts).UTC(), v: v})
+			x.samples = append(x.samples, sample{t: time.UnixMilli(ts).UTC(), v: v})
 		}
-		out[s.Labels().String()] = xs
+		out = append(out, x)
 	}
 	if err := set.Err(); err != nil {
 		p.t.Fatal(err)
 	}
 	return out
+}
+
+type stored struct {
+	labels  labels.Labels
+	samples []sample
 }
 
 type sample struct {
