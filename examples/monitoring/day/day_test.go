@@ -363,7 +363,7 @@ func TestDay(t *testing.T) {
 			if !honor {
 				writePromtoolTests(t, res.tests)
 			}
-			if testing.Verbose() || t.Failed() {
+			if t.Failed() {
 				for _, s := range res.spans {
 					t.Logf("fired: %s", s)
 				}
