@@ -129,9 +129,13 @@ func (c *cluster) target(key types.NamespacedName) *watchtarget.WatchTarget {
 // changes; the watchgrade metrics; and, as examples/README.md's "Install
 // the monitoring" asks, a monitoring.ConditionCollector on the same
 // registry, reading the controller's own view of the WatchTargets. Its
-// /metrics is served as cmd/watchtarget-clientgo serves it. It talks to
-// the cluster through the ListerWatcher interface instead of HTTP; every
-// other part is the library's and the example's own.
+// /metrics is served as cmd/watchtarget-clientgo serves it. Where it
+// differs from examples/clientgo: it talks to the cluster through the
+// ListerWatcher interface instead of HTTP (the example builds its
+// ListerWatchers from a rest.Config), writes status with the simulated
+// server's Update, queues with a channel rather than a workqueue, and
+// records no Events; the streams, the grading, the accumulator, the
+// metrics and the collector are the library's and the kit's own.
 type controller struct {
 	c       *cluster
 	reg     *prometheus.Registry
