@@ -108,6 +108,8 @@ type phase struct {
 	minutes int
 	down    bool
 	gone    bool
+	// noObjects leaves out the per-object series (every object deleted).
+	noObjects bool
 	// also adds the per-object series of this scrape file, as another
 	// object in namespace alsoNamespace (an object of the same name).
 	also          string
@@ -397,6 +399,19 @@ func scenarios(t *testing.T) []scenario {
 			{at: 30, name: "WatchStreamBlocked"},
 		},
 	})
+	// An object deleted while Stalled, its controller up: nothing holds
+	// it (only a target that is down has its last report held), and the
+	// page resolves once max_over_time's 3 minutes have passed.
+	out = append(out, scenario{
+		name:   "an object deleted while Stalled, the controller up",
+		phases: []phase{{file: stalled, minutes: 10}, {file: stalled, minutes: 20, noObjects: true}},
+		target: controllerTarget(false),
+		alerts: []alertCase{
+			{at: 9, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
+			{at: 13, name: "WatchTargetStalled"},
+			{at: 29, name: "WatchTargetNotReady"},
+		},
+	})
 	// The controller is gone (scaled to zero): nothing serves the
 	// watchgrade metrics. Its objects' last reports are held for 10
 	// minutes (shop/app was Ready: nothing fires for it).
@@ -673,6 +688,9 @@ func (sc scenario) stored(t *testing.T, p phase) scrape {
 	}
 	out := scrape{file: p.file}
 	for _, x := range s.series {
+		if p.noObjects && strings.HasPrefix(x.labels.Get(labels.MetricName), "watchtarget_") {
+			continue
+		}
 		if sc.prom2 && x.labels.Has("le") {
 			le, err := strconv.ParseFloat(x.labels.Get("le"), 64)
 			if err != nil {
