@@ -107,17 +107,26 @@ examples:
 # that consumes it: the Argo CD health check run with gopher-lua and held to
 # kstatus, the Grafana dashboard's queries parsed with Prometheus's parser,
 # the rule files loaded as Prometheus and the Prometheus Operator load them,
-# the promtool tests regenerated from the committed e2e scrapes and
-# compared; then promtool test rules, with promtool pinned in a module of
-# its own (its first build takes about 5 minutes; the Go build cache keeps
-# it).
-MONITORING_TESTS := ^Test(ArgoCD|Dashboard|RulesFile|PrometheusRule|RuleTests|EveryAlert|DocQueries|Prometheus3)
+# the ServiceMonitor and PodMonitor decoded with the operator's types, the
+# promtool tests regenerated from the committed e2e scrapes and compared.
+# Then the day (examples/monitoring/day, a module of its own): a day of
+# operations, the example controller's series scraped by Prometheus's scrape
+# code with a ServiceMonitor's target labels and evaluated by its rule
+# engine, in virtual time, under both honor_labels settings (one "day" line
+# each). Then promtool test rules on the scenarios and on the tests
+# generated from a run of the day, with promtool pinned in a module of its
+# own. The first builds of the day and of promtool compile Prometheus's
+# service discovery SDKs (about 5 minutes each on 2 cores, shared in part);
+# the Go build cache keeps them.
+MONITORING_TESTS := ^Test(ArgoCD|Dashboard|RulesFile|PrometheusRule|RuleTests|EveryAlert|DocQueries|Prometheus3|LeSelectors|Rejections|ServiceMonitor)
+MONITORING_DAY   := ^Test(Day|SceneTable|ScrapeConfigSnippet)$$
 
 monitoring:
 	cd examples && $(GO) test -count=1 -v -run '$(MONITORING_TESTS)' ./monitoring/ | grep -E '^(monitoring:|--- |ok |FAIL)|_test\.go:[0-9]+:'
-	cd examples/monitoring/promtool && $(GO) tool promtool test rules ../prometheus/rules_test.yaml
-	@f=examples/monitoring/prometheus/rules_test.yaml; \
-		echo "monitoring: promtool rule_tests=$$(grep -c 'eval_time:' $$f) alerts=$$(grep -h 'alertname:' $$f | sort -u | wc -l)"
+	cd examples/monitoring/day && $(GO) test -count=1 -v -run '$(MONITORING_DAY)' . | grep -E '^(monitoring:|--- |ok |FAIL)|_test\.go:[0-9]+:'
+	cd examples/monitoring/promtool && $(GO) tool promtool test rules ../prometheus/rules_test.yaml ../prometheus/day_test.yaml
+	@f="examples/monitoring/prometheus/rules_test.yaml examples/monitoring/prometheus/day_test.yaml"; \
+		echo "monitoring: promtool rule_tests=$$(cat $$f | grep -c 'eval_time:') alerts=$$(grep -h 'alertname:' $$f | sort -u | wc -l)"
 
 # Not part of `test`: runs both example controllers against a real
 # kube-apiserver, writes what they exposed and wrote into

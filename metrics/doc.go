@@ -75,10 +75,16 @@
 // between sessions reports nothing more, so call
 // [WatchMetrics.StreamStopped] with its name once Stream.Run has returned.
 //
-// replay_duration_seconds observes, per replay, the time from entering
-// Replaying to the next Streaming, on the injected clock, with bounds 0.05
-// to 600 s. A replay that passes through Blocked is one replay; a teardown
-// abandons it unobserved. Only replays the stream publishes are timed: the
+// replay_duration_seconds observes, per replay, the time the stream spent
+// in Replaying from entering it to the next Streaming, on the injected
+// clock, with bounds 0.05 to 600 s. A replay that passes through Blocked
+// is one replay, but its time Blocked is left out: that is no replay
+// cost (the streams gauge shows it), and counting it made an initial sync
+// that RBAC refused for two hours, then repaired, one replay of 7,200 s,
+// so the replay-cost alert fired on a healthy cluster after the fix. (The
+// attempt that ends a Blocked stretch runs while the stream still reports
+// Blocked, so it is left out too.) A teardown abandons a replay
+// unobserved. Only replays the stream publishes are timed: the
 // initial sync, and a replay after an expired cursor that outlasts
 // watch.Policy.ReplayGrace (10 s; a quicker one publishes nothing and shows
 // only as an "expired" session ending), so this histogram shows the slow
@@ -167,16 +173,18 @@
 // is Blocked rather than flapping, and shows in the streams gauge and in
 // open_failures_total below.
 //
-//	sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome="closed",le="1.0"}[15m])) * 3600
+//	sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome="closed",le=~"1(\\.0)?"}[15m])) * 3600
 //	  / clamp_min(sum by (resource) (watchgrade_watch_streams), 1)
 //
 // and the share of clean closes that came within a second:
 //
-//	sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome="closed",le="1.0"}[15m]))
+//	sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome="closed",le=~"1(\\.0)?"}[15m]))
 //	  / sum by (resource) (rate(watchgrade_watch_session_duration_seconds_count{outcome="closed"}[15m]))
 //
-// The bucket is exposed as le="1"; Prometheus 3 stores le values as
-// floats, so it is selected as le="1.0" (le="1" matches nothing there).
+// The bucket is exposed as le="1". Prometheus 3 stores le values as
+// floats ("1.0"), Prometheus 2 as exposed ("1"): le="1" matches nothing
+// on Prometheus 3, le="1.0" nothing on Prometheus 2, and le=~"1(\\.0)?"
+// matches on both.
 //
 // Replay cost: the share of time spent replaying, how often, and how long
 // a replay takes:
@@ -189,10 +197,11 @@
 //
 //	sum by (resource) (rate(watchgrade_watch_open_failures_total{class="needs_human"}[10m])) > 0
 //
-// Time to first Ready, 90th percentile, and the rejections to watch for:
+// Time to first Ready, 90th percentile, and the rejections to watch for
+// (not_witnessed is routine, see above):
 //
 //	histogram_quantile(0.9, sum by (resource, le) (rate(watchgrade_time_to_first_ready_seconds_bucket[1h])))
-//	sum by (resource, reason) (increase(watchgrade_time_to_first_ready_rejected_total[1h])) > 0
+//	sum by (resource, reason) (increase(watchgrade_time_to_first_ready_rejected_total{reason!="not_witnessed"}[1h])) > 0
 //
 // Counters and histograms restart from zero with the process; always read
 // them through rate or increase, never as raw cumulative values.
@@ -204,29 +213,40 @@
 // ships one, monitoring.ConditionCollector, which reads the informer cache
 // at scrape time and is shaped like kube-state-metrics' condition metrics:
 // one series per object and condition, labels type and status, value 1
-// for the status the condition has, and an info series per object. The
-// rules below use its names for the example kind, watchtarget_info and
-// watchtarget_status_condition; examples/monitoring has them as a rule
-// file and a PrometheusRule, with the hot-flap and replay-cost alerts, and
-// tests them all with promtool on series from a real run:
+// for the status the condition has, and an info series per object.
+// examples/monitoring has the rules as a rule file and a PrometheusRule,
+// with a ServiceMonitor, a PodMonitor and a scrape config to go with them,
+// and tests them on a day of operations scraped and evaluated by
+// Prometheus's own code. Two things about a real scrape shape them. A
+// Kubernetes scrape attaches the controller's namespace to every series,
+// and with honor_labels false (the default) the object's own namespace
+// becomes exported_namespace; and while the controller is down (a crash
+// loop) its series go stale, which would start every for: clock over. So
+// the object alerts read two records of that file, which take the
+// object's namespace from exported_namespace where it is set and hold an
+// object's last report for 10 minutes while its target is down:
 //
 //	groups:
 //	- name: watchgrade
 //	  rules:
 //	  - alert: WatchTargetStalled         # pages: a human must act
-//	    expr: max by (namespace, name) (watchtarget_status_condition{type="Stalled",status="True"}) == 1
+//	    expr: max by (namespace, name) (max_over_time(object:watchtarget_status_condition:held{type="Stalled",status="True"}[3m])) == 1
 //	    for: 5m
 //	    labels: {severity: page}
 //	  - alert: WatchTargetNotReady        # opens a ticket
 //	    expr: |
-//	      max by (namespace, name) (watchtarget_info)
-//	        unless max by (namespace, name) (watchtarget_status_condition{type="Ready",status="True"} == 1)
+//	      object:watchtarget_info:held
+//	        unless on (namespace, name) object:watchtarget_status_condition:held{type="Ready",status="True"} == 1
 //	    for: 30m
 //	    labels: {severity: ticket}
 //	  - alert: WatchStreamBlocked         # the controller cannot see its inputs
 //	    expr: sum by (resource) (watchgrade_watch_streams{phase="Blocked"}) > 0
 //	    for: 10m
 //	    labels: {severity: ticket}
+//	  - alert: WatchControllerAbsent      # nothing serves these metrics
+//	    expr: absent(watchgrade_watch_streams)
+//	    for: 10m
+//	    labels: {severity: page}
 //
 // The not-Ready rule reads "Ready is not True", not "Ready is False": an
 // object that has never been established reports Ready=Unknown, and must

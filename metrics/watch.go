@@ -72,9 +72,19 @@ type streamEntry struct {
 	phase    wgwatch.Phase
 	// counted is true while the stream counts in the gauge.
 	counted bool
-	// replayStart is when the stream entered PhaseReplaying; zero when it
-	// is not replaying.
+	// replaying is true from PhaseReplaying to the next PhaseStreaming.
+	replaying bool
+	// replayStart is when the stream last entered PhaseReplaying; zero
+	// when it is not replaying or is Blocked inside a replay.
 	replayStart time.Time
+	// replayed is the time the current replay spent in PhaseReplaying
+	// before replayStart: time Blocked is not replay cost.
+	replayed time.Duration
+}
+
+// resetReplay abandons the replay in progress, unobserved.
+func (e *streamEntry) resetReplay() {
+	e.replaying, e.replayStart, e.replayed = false, time.Time{}, 0
 }
 
 var _ wgwatch.Observer = (*WatchMetrics)(nil)
@@ -105,7 +115,7 @@ func NewWatchMetrics(reg prometheus.Registerer, opts WatchOptions) (*WatchMetric
 		}, []string{LabelResource, LabelPhase}),
 		replay: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: "watch", Name: "replay_duration_seconds",
-			Help:    "How long streams took from entering Replaying to the next Streaming, by resource.",
+			Help:    "Time streams spent replaying, from entering Replaying to the next Streaming less any time Blocked in between, by resource.",
 			Buckets: replayBuckets(),
 		}, []string{LabelResource}),
 		openFailure: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -226,26 +236,38 @@ func (m *WatchMetrics) StateChanged(s wgwatch.State) {
 		m.streams.WithLabelValues(e.resource, string(e.phase)).Dec()
 	}
 	if e.resource != res {
-		e.replayStart = time.Time{}
+		e.resetReplay()
 	}
 	e.resource, e.phase, e.counted = res, s.Phase, true
 	m.streams.WithLabelValues(res, string(s.Phase)).Inc()
 
 	switch s.Phase {
 	case wgwatch.PhaseStarting:
-		e.replayStart = time.Time{}
+		e.resetReplay()
 	case wgwatch.PhaseReplaying:
 		// A replay that goes through Blocked (a replay that timed out, a
 		// failing LIST) is still the same replay: the consumer's view stays
 		// incomplete until the stream streams.
+		e.replaying = true
 		if e.replayStart.IsZero() {
 			e.replayStart = now
 		}
-	case wgwatch.PhaseStreaming:
+	case wgwatch.PhaseBlocked:
+		// But the time it spends Blocked is not replay cost: a stream whose
+		// initial sync RBAC refused for two hours did not replay for two
+		// hours (WatchStreamBlocked reports that time).
 		if !e.replayStart.IsZero() {
-			m.replay.WithLabelValues(res).Observe(now.Sub(e.replayStart).Seconds())
+			e.replayed += now.Sub(e.replayStart)
 			e.replayStart = time.Time{}
 		}
+	case wgwatch.PhaseStreaming:
+		if e.replaying {
+			if !e.replayStart.IsZero() {
+				e.replayed += now.Sub(e.replayStart)
+			}
+			m.replay.WithLabelValues(res).Observe(max(e.replayed, 0).Seconds())
+		}
+		e.resetReplay()
 	}
 }
 
@@ -273,7 +295,8 @@ func (m *WatchMetrics) SessionEnded(end wgwatch.SessionEnd) {
 	switch {
 	case outcome == wgwatch.OutcomeTeardown && e.counted:
 		m.streams.WithLabelValues(e.resource, string(e.phase)).Dec()
-		e.counted, e.replayStart = false, time.Time{}
+		e.counted = false
+		e.resetReplay()
 	case outcome != wgwatch.OutcomeTeardown && !e.counted && e.resource == res:
 		// An informer whose watch was stopped goes on: count it again in
 		// the phase it last reported.

@@ -218,8 +218,8 @@ func TestWatchMetricsReplayDuration(t *testing.T) {
 		changed("a", pods, wgwatch.PhaseStreaming),
 		// A routine hour of streaming is no replay.
 		advance(time.Hour),
-		// An expiry: a replay that fails, is Blocked, and then streams
-		// after 90 s in all is one replay of 90 s.
+		// An expiry: a replay that fails, is Blocked for a minute, and
+		// then streams is one replay of the 30 s it spent Replaying.
 		changed("a", pods, wgwatch.PhaseReplaying),
 		advance(30 * time.Second),
 		changed("a", pods, wgwatch.PhaseBlocked),
@@ -238,7 +238,7 @@ func TestWatchMetricsReplayDuration(t *testing.T) {
 	for _, s := range steps {
 		s(m, clk)
 	}
-	want := `# HELP watchgrade_watch_replay_duration_seconds How long streams took from entering Replaying to the next Streaming, by resource.
+	want := `# HELP watchgrade_watch_replay_duration_seconds Time streams spent replaying, from entering Replaying to the next Streaming less any time Blocked in between, by resource.
 # TYPE watchgrade_watch_replay_duration_seconds histogram
 watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="0.05"} 0
 watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="0.1"} 0
@@ -248,18 +248,110 @@ watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="1"} 0
 watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="2.5"} 0
 watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="5"} 1
 watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="10"} 1
-watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="30"} 1
-watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="60"} 1
+watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="30"} 2
+watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="60"} 2
 watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="120"} 2
 watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="300"} 2
 watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="600"} 2
 watchgrade_watch_replay_duration_seconds_bucket{resource="pods",le="+Inf"} 2
-watchgrade_watch_replay_duration_seconds_sum{resource="pods"} 93
+watchgrade_watch_replay_duration_seconds_sum{resource="pods"} 33
 watchgrade_watch_replay_duration_seconds_count{resource="pods"} 2
 `
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "watchgrade_watch_replay_duration_seconds"); err != nil {
 		t.Errorf("CollectAndCompare (-got +want):\n%v", err)
 	}
+}
+
+// TestReplayDurationLeavesOutBlockedTime: an initial sync that RBAC
+// refuses for two hours, repaired, is one replay of the time the stream
+// spent Replaying, not of the two hours it was Blocked (which made
+// WatchReplayCost fire on a healthy cluster after the repair). Each
+// Replaying stretch counts, however often the replay is Blocked.
+func TestReplayDurationLeavesOutBlockedTime(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []step
+		sum   float64
+	}{
+		{"initial sync refused for two hours, then repaired", []step{
+			changed("a", pods, wgwatch.PhaseStarting),
+			changed("a", pods, wgwatch.PhaseReplaying),
+			advance(30 * time.Second), // the human grace: 403s, not yet Blocked
+			changed("a", pods, wgwatch.PhaseBlocked),
+			advance(2 * time.Hour),
+			changed("a", pods, wgwatch.PhaseStreaming),
+		}, 30},
+		{"Blocked twice an hour apart inside one replay", []step{
+			changed("a", pods, wgwatch.PhaseReplaying),
+			advance(2 * time.Second),
+			changed("a", pods, wgwatch.PhaseBlocked),
+			advance(time.Hour),
+			changed("a", pods, wgwatch.PhaseReplaying),
+			advance(3 * time.Second),
+			changed("a", pods, wgwatch.PhaseBlocked),
+			advance(time.Hour),
+			changed("a", pods, wgwatch.PhaseReplaying),
+			advance(4 * time.Second),
+			changed("a", pods, wgwatch.PhaseStreaming),
+		}, 9},
+		{"Blocked before the replay does not count", []step{
+			changed("a", pods, wgwatch.PhaseBlocked),
+			advance(time.Hour),
+			changed("a", pods, wgwatch.PhaseReplaying),
+			advance(5 * time.Second),
+			changed("a", pods, wgwatch.PhaseStreaming),
+		}, 5},
+		{"a restart in the middle starts the replay over", []step{
+			changed("a", pods, wgwatch.PhaseReplaying),
+			advance(time.Minute),
+			changed("a", pods, wgwatch.PhaseBlocked),
+			ended("a", pods, wgwatch.OutcomeTeardown, wgwatch.ClassNone, wgwatch.StageReplay, time.Second),
+			advance(time.Hour),
+			changed("a", pods, wgwatch.PhaseStarting),
+			changed("a", pods, wgwatch.PhaseReplaying),
+			advance(6 * time.Second),
+			changed("a", pods, wgwatch.PhaseStreaming),
+		}, 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, clk := newWatchMetrics(t)
+			for _, s := range tt.steps {
+				s(m, clk)
+			}
+			count, sum := replayCountSum(t, m)
+			if count != 1 || sum != tt.sum {
+				t.Errorf("replay_duration_seconds{resource=\"pods\"}: count %d, sum %v; want count 1, sum %v", count, sum, tt.sum)
+			}
+		})
+	}
+}
+
+// replayCountSum returns the count and sum of pods' replay histogram.
+func replayCountSum(t *testing.T, m *wgmetrics.WatchMetrics) (uint64, float64) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(m); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "watchgrade_watch_replay_duration_seconds" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "resource" && l.GetValue() == "pods" {
+					return mt.GetHistogram().GetSampleCount(), mt.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+	}
+	t.Fatal("no replay_duration_seconds series for pods")
+	return 0, 0
 }
 
 func TestWatchMetricsSessionDuration(t *testing.T) {

@@ -146,3 +146,94 @@ func TestDocQueriesAreTested(t *testing.T) {
 		}
 	}
 }
+
+// selectors returns every vector selector of a query.
+func selectors(t *testing.T, where, q string) []*parser.VectorSelector {
+	t.Helper()
+	expr, err := parser.NewParser(parser.Options{}).ParseExpr(q)
+	if err != nil {
+		t.Fatalf("%s: %q does not parse: %v", where, q, err)
+	}
+	var out []*parser.VectorSelector
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			out = append(out, vs)
+		}
+		return nil
+	})
+	return out
+}
+
+// everyQuery is every query of the docs, of rules.yaml and of the
+// dashboard, by where it is.
+func everyQuery(t *testing.T) map[string][]string {
+	t.Helper()
+	out := docQueries(t)
+	for _, r := range readRules(t).rules() {
+		out[rulesFile] = append(out[rulesFile], r.Expr)
+	}
+	for _, p := range allPanels(readDashboard(t).Panels) {
+		for _, tg := range p.Targets {
+			out[dashboardFile] = append(out[dashboardFile], grafanaVariables.Replace(tg.Expr))
+		}
+	}
+	return out
+}
+
+// TestLeSelectorsMatchPrometheus2And3: a bucket selected by le must be
+// found whichever Prometheus stores it: Prometheus 2 stores le as exposed
+// ("1"), Prometheus 3 as a float ("1.0"), so a selector that matches one
+// must match the other.
+func TestLeSelectorsMatchPrometheus2And3(t *testing.T) {
+	n := 0
+	for where, qs := range everyQuery(t) {
+		for _, q := range qs {
+			for _, vs := range selectors(t, where, q) {
+				for _, m := range vs.LabelMatchers {
+					if m.Name != "le" {
+						continue
+					}
+					n++
+					for _, pair := range [][2]string{{"1", "1.0"}, {"0.5", "0.5"}, {"5", "5.0"}, {"+Inf", "+Inf"}} {
+						if m.Matches(pair[0]) != m.Matches(pair[1]) {
+							t.Errorf("%s: %s matches le=%q (Prometheus 2) %v but le=%q (Prometheus 3) %v:\n\t%s",
+								where, m, pair[0], m.Matches(pair[0]), pair[1], m.Matches(pair[1]), q)
+						}
+					}
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no le selector found")
+	}
+}
+
+// TestRejectionsToWatchForLeaveOutNotWitnessed: the metrics doc's
+// "rejections to watch for" query must not count not_witnessed, which
+// the same doc calls routine.
+func TestRejectionsToWatchForLeaveOutNotWitnessed(t *testing.T) {
+	n := 0
+	for _, q := range docQueries(t)["metrics/doc.go"] {
+		for _, vs := range selectors(t, "metrics/doc.go", q) {
+			if !strings.HasSuffix(vs.Name, "_time_to_first_ready_rejected_total") {
+				continue
+			}
+			n++
+			matches := func(reason string) bool {
+				for _, m := range vs.LabelMatchers {
+					if m.Name == "reason" && !m.Matches(reason) {
+						return false
+					}
+				}
+				return true
+			}
+			if matches("not_witnessed") || !matches("reversed") {
+				t.Errorf("metrics/doc.go: %s counts not_witnessed %v, reversed %v; want false, true:\n\t%s", vs, matches("not_witnessed"), matches("reversed"), q)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no rejections query in metrics/doc.go")
+	}
+}

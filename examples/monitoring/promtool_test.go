@@ -43,11 +43,77 @@ type scenario struct {
 	grow   []growth
 	alerts []alertCase
 	exprs  []exprCase
+	// target, when set, stores every series as a scrape of a Kubernetes
+	// target does, and adds its up series.
+	target *scrapeTarget
+	// prom2 stores le as Prometheus 2 does: as exposed ("1"), not as a
+	// float ("1.0").
+	prom2 bool
 }
 
+// A scrapeTarget is the labels a ServiceMonitor (or a PodMonitor, or a
+// kubernetes_sd job) attaches to every series it scrapes, and the
+// scrape's honor_labels.
+type scrapeTarget struct {
+	labels map[string]string
+	honor  bool
+}
+
+// controllerTarget is the controller's pod as a ServiceMonitor in its
+// namespace, watchtarget-system, scrapes it.
+func controllerTarget(honor bool) *scrapeTarget {
+	return &scrapeTarget{honor: honor, labels: map[string]string{
+		"namespace": "watchtarget-system", "service": "watchtarget-controller-metrics",
+		"pod": "watchtarget-controller-7d9f8-x2x4q", "container": "controller", "endpoint": "metrics",
+		"job": "watchtarget-controller-metrics", "instance": "10.0.3.17:8080",
+	}}
+}
+
+// relabel returns l as the scrape stores it: each target label is added;
+// where the series has a label of that name, honor_labels keeps the
+// series' value, and otherwise the series' value moves to exported_<name>
+// (Prometheus's scrape loop, mutateSampleLabels).
+func (tg *scrapeTarget) relabel(l labels.Labels) labels.Labels {
+	if tg == nil {
+		return l
+	}
+	b := labels.NewBuilder(l)
+	for k, v := range tg.labels {
+		switch {
+		case !l.Has(k):
+			b.Set(k, v)
+		case tg.honor:
+		default:
+			b.Set("exported_"+k, l.Get(k))
+			b.Set(k, v)
+		}
+	}
+	return b.Labels()
+}
+
+// up is the target's up series.
+func (tg *scrapeTarget) up() labels.Labels {
+	m := map[string]string{labels.MetricName: "up"}
+	for k, v := range tg.labels {
+		m[k] = v
+	}
+	return labels.FromMap(m)
+}
+
+// A phase is a scrape held for a number of minutes, or a stretch the
+// target was down (every scrape failed: its series go stale, up is 0) or
+// gone (no target at all: up goes stale too).
 type phase struct {
 	file    string
 	minutes int
+	down    bool
+	gone    bool
+	// noObjects leaves out the per-object series (every object deleted).
+	noObjects bool
+	// also adds the per-object series of this scrape file, as another
+	// object in namespace alsoNamespace (an object of the same name).
+	also          string
+	alsoNamespace string
 }
 
 // A growth adds perMinute observations of value to a metric's series
@@ -129,16 +195,20 @@ const (
 // The queries of the metrics package doc and examples/README.md, word for
 // word; TestDocQueriesAreTested holds them to it.
 const (
-	qEndings     = `sum by (resource, outcome) (rate(watchgrade_watch_sessions_ended_total[10m]))`
-	qHotFlap     = "sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome=\"closed\",le=\"1.0\"}[15m])) * 3600\n  / clamp_min(sum by (resource) (watchgrade_watch_streams), 1)"
-	qShortShare  = "sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome=\"closed\",le=\"1.0\"}[15m]))\n  / sum by (resource) (rate(watchgrade_watch_session_duration_seconds_count{outcome=\"closed\"}[15m]))"
+	qEndings    = `sum by (resource, outcome) (rate(watchgrade_watch_sessions_ended_total[10m]))`
+	qHotFlap    = "sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome=\"closed\",le=~\"1(\\\\.0)?\"}[15m])) * 3600\n  / clamp_min(sum by (resource) (watchgrade_watch_streams), 1)"
+	qShortShare = "sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome=\"closed\",le=~\"1(\\\\.0)?\"}[15m]))\n  / sum by (resource) (rate(watchgrade_watch_session_duration_seconds_count{outcome=\"closed\"}[15m]))"
+	// Before: le="1.0", which matches nothing on Prometheus 2.
+	qOldHotFlap3 = "sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome=\"closed\",le=\"1.0\"}[15m])) * 3600\n  / clamp_min(sum by (resource) (watchgrade_watch_streams), 1)"
 	qReplayTime  = `sum by (resource) (rate(watchgrade_watch_replay_duration_seconds_sum[1h]))`
 	qReplays     = `sum by (resource) (increase(watchgrade_watch_replay_duration_seconds_count[1h]))`
 	qReplayP90   = `histogram_quantile(0.9, sum by (resource, le) (rate(watchgrade_watch_replay_duration_seconds_bucket[1h])))`
 	qNeedsHuman  = `sum by (resource) (rate(watchgrade_watch_open_failures_total{class="needs_human"}[10m])) > 0`
 	qFirstReady  = `histogram_quantile(0.9, sum by (resource, le) (rate(watchgrade_time_to_first_ready_seconds_bucket[1h])))`
-	qRejected    = `sum by (resource, reason) (increase(watchgrade_time_to_first_ready_rejected_total[1h])) > 0`
-	qStalledObjs = `count(max by (namespace, name) (watchtarget_status_condition{type="Stalled",status="True"}) == 1)`
+	qRejected    = `sum by (resource, reason) (increase(watchgrade_time_to_first_ready_rejected_total{reason!="not_witnessed"}[1h])) > 0`
+	qStalledObjs = `count(object:watchtarget_status_condition:held{type="Stalled",status="True"} == 1)`
+	// Before: rejections by every reason, not_witnessed (routine) included.
+	qOldRejected = `sum by (resource, reason) (increase(watchgrade_time_to_first_ready_rejected_total[1h])) > 0`
 	// Before this kit: le="1", and a hot flap of closed and error endings.
 	qOldShortShare = "sum by (resource) (rate(watchgrade_watch_session_duration_seconds_bucket{outcome=\"closed\",le=\"1\"}[15m]))\n  / sum by (resource) (rate(watchgrade_watch_session_duration_seconds_count{outcome=\"closed\"}[15m]))"
 	qOldHotFlap    = "sum by (resource) (rate(watchgrade_watch_sessions_ended_total{outcome=~\"closed|error\"}[15m])) * 3600\n  / clamp_min(sum by (resource) (watchgrade_watch_streams), 1) > 60"
@@ -170,12 +240,15 @@ func scenarios(t *testing.T) []scenario {
 		dir := "testdata/e2e/" + ctl + "/"
 		out = append(out, scenario{
 			name:   "the e2e story of the " + ctl + " controller: Ready, routine closes, Stalled, recovered",
-			phases: []phase{{dir + "metrics-ready.txt", 10}, {dir + "metrics-routine.txt", 10}, {dir + "metrics-stalled.txt", 40}, {dir + "metrics-recovered.txt", 20}},
+			phases: []phase{{file: dir + "metrics-ready.txt", minutes: 10}, {file: dir + "metrics-routine.txt", minutes: 10}, {file: dir + "metrics-stalled.txt", minutes: 40}, {file: dir + "metrics-recovered.txt", minutes: 20}},
 			alerts: []alertCase{
 				{at: 15, name: "WatchTargetStalled"},
 				{at: 24, name: "WatchTargetStalled"},
 				{at: 25, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
-				{at: 61, name: "WatchTargetStalled"},
+				// Stalled=True is bridged over a few minutes (max_over_time
+				// [3m]): the page outlasts the recovery by that much.
+				{at: 61, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
+				{at: 63, name: "WatchTargetStalled"},
 				{at: 15, name: "WatchTargetNotReady"},
 				{at: 49, name: "WatchTargetNotReady"},
 				{at: 50, name: "WatchTargetNotReady", firing: []map[string]string{with(appLabels, "severity", "ticket")}},
@@ -198,7 +271,7 @@ func scenarios(t *testing.T) []scenario {
 		sessions(secrets, "closed", 30, 1), sessions(watchtargets, "closed", 30, 1))
 	out = append(out, scenario{
 		name:   "hot flap: short clean closes",
-		phases: []phase{{routine, 40}},
+		phases: []phase{{file: routine, minutes: 40}},
 		grow:   flap,
 		alerts: []alertCase{
 			{at: 5, name: "WatchHotFlap"},
@@ -218,7 +291,7 @@ func scenarios(t *testing.T) []scenario {
 	stalled := "testdata/e2e/clientgo/metrics-stalled.txt"
 	out = append(out, scenario{
 		name:   "backing off from a needs-human error is no hot flap",
-		phases: []phase{{stalled, 40}},
+		phases: []phase{{file: stalled, minutes: 40}},
 		grow:   failedOpens(secrets, "needs_human", 0.005, 2),
 		alerts: []alertCase{
 			{at: 30, name: "WatchHotFlap"},
@@ -232,14 +305,14 @@ func scenarios(t *testing.T) []scenario {
 	})
 	// Replay cost and time to first Ready: a replay a minute of 12 s for
 	// configmaps (a fifth of the time), 2 s for secrets, 0.07 s for
-	// watchtargets; a WatchTarget a minute Ready after 3 s, and one
-	// rejection (reversed timestamps) a minute.
+	// watchtargets; a WatchTarget a minute Ready after 3 s, one rejection
+	// (reversed timestamps) a minute, and two routine not_witnessed ones.
 	recovered := "testdata/e2e/clientgo/metrics-recovered.txt"
 	out = append(out, scenario{
 		name:   "replay cost and time to first Ready",
-		phases: []phase{{recovered, 70}},
+		phases: []phase{{file: recovered, minutes: 70}},
 		grow: []growth{replays(configmaps, 12, 1), replays(secrets, 2, 1), replays(watchtargets, 0.07, 1),
-			firstReadies(watchtargets, 3, 1), rejections(watchtargets, "reversed", 1)},
+			firstReadies(watchtargets, 3, 1), rejections(watchtargets, "reversed", 1), rejections(watchtargets, "not_witnessed", 2)},
 		alerts: []alertCase{
 			{at: 50, name: "WatchReplayCost"},
 			{at: 65, name: "WatchReplayCost", firing: []map[string]string{{"resource": configmaps, "severity": "ticket"}}},
@@ -253,7 +326,104 @@ func scenarios(t *testing.T) []scenario {
 			{at: 65, expr: qReplayP90, why: "90th percentile, interpolated in the bucket the replays fell in: (10, 30], (1, 2.5], (0.05, 0.1]",
 				samples: []expSample{{res(configmaps), 10 + 0.9*20}, {res(secrets), 1 + 0.9*1.5}, {res(watchtargets), 0.05 + 0.9*0.05}}},
 			{at: 65, expr: qFirstReady, why: "90th percentile of time to first Ready, in (2, 5]", samples: []expSample{{res(watchtargets), 2 + 0.9*3}}},
-			{at: 65, expr: qRejected, why: "rejections in the last hour", samples: []expSample{{resReason(watchtargets, "reversed"), 60}}},
+			{at: 65, expr: qRejected, why: "rejections to watch for in the last hour: not_witnessed is routine and left out", samples: []expSample{{resReason(watchtargets, "reversed"), 60}}},
+			{at: 65, expr: qOldRejected, why: "before: the routine not_witnessed counted as a rejection to watch for", before: true,
+				samples: []expSample{{resReason(watchtargets, "not_witnessed"), 120}, {resReason(watchtargets, "reversed"), 60}}},
+		},
+	})
+	// The hot flap again, as Prometheus 2 stores it: le="1" as exposed.
+	out = append(out, scenario{
+		name:   "hot flap, stored by Prometheus 2 (le as exposed)",
+		phases: []phase{{file: routine, minutes: 40}},
+		grow:   flap,
+		prom2:  true,
+		alerts: []alertCase{
+			{at: 5, name: "WatchHotFlap"},
+			{at: 30, name: "WatchHotFlap", firing: []map[string]string{{"resource": configmaps, "severity": "ticket"}}},
+		},
+		exprs: []exprCase{
+			{at: 30, expr: qHotFlap, why: "le=~\"1(\\\\.0)?\" matches Prometheus 2's le=\"1\" too", samples: []expSample{{res(configmaps), 120}, {res(secrets), 0}, {res(watchtargets), 0}}},
+			{at: 30, expr: qOldHotFlap3, why: "before: le=\"1.0\" matches nothing on Prometheus 2", before: true},
+		},
+	})
+	// Two objects named app, shop/app Ready and prod/app Stalled, served
+	// by a controller in watchtarget-system that a ServiceMonitor
+	// scrapes, under both honor_labels settings: the alerts name prod/app.
+	ready := "testdata/e2e/clientgo/metrics-ready.txt"
+	for _, honor := range []bool{false, true} {
+		tg := controllerTarget(honor)
+		prod := map[string]string{"namespace": "prod", "name": "app"}
+		out = append(out, scenario{
+			name:   fmt.Sprintf("two objects named app in shop and prod, scraped with honor_labels: %v", honor),
+			phases: []phase{{file: ready, minutes: 40, also: stalled, alsoNamespace: "prod"}},
+			target: tg,
+			alerts: []alertCase{
+				{at: 4, name: "WatchTargetStalled"},
+				{at: 6, name: "WatchTargetStalled", firing: []map[string]string{with(prod, "severity", "page")}},
+				{at: 29, name: "WatchTargetNotReady"},
+				{at: 31, name: "WatchTargetNotReady", firing: []map[string]string{with(prod, "severity", "ticket")}},
+				{at: 31, name: "WatchControllerDown"},
+				{at: 31, name: "WatchControllerAbsent"},
+			},
+			exprs: []exprCase{
+				{at: 31, expr: qStalledObjs, why: "one Stalled object, in its own namespace", samples: []expSample{{"{}", 1}}},
+			},
+		})
+	}
+	// A crash loop: the controller serves 4 minutes and is down 2, for an
+	// hour, while shop/app is Stalled. Every gap marks the object series
+	// stale; the records hold them, so the object alerts keep firing, and
+	// WatchControllerDown pages for the loop itself.
+	var loop []phase
+	for range 10 {
+		loop = append(loop, phase{file: stalled, minutes: 4}, phase{down: true, minutes: 2})
+	}
+	tg := controllerTarget(false)
+	down := with(tg.labels, "severity", "page")
+	out = append(out, scenario{
+		name:   "a crash loop (up 4 minutes, down 2) with a Stalled object",
+		phases: loop,
+		target: tg,
+		alerts: []alertCase{
+			{at: 5, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
+			{at: 29, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
+			{at: 59, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
+			{at: 29, name: "WatchTargetNotReady"},
+			{at: 31, name: "WatchTargetNotReady", firing: []map[string]string{with(appLabels, "severity", "ticket")}},
+			{at: 59, name: "WatchTargetNotReady", firing: []map[string]string{with(appLabels, "severity", "ticket")}},
+			{at: 18, name: "WatchControllerDown"},
+			{at: 20, name: "WatchControllerDown", firing: []map[string]string{down}},
+			{at: 59, name: "WatchControllerAbsent"},
+			// The streams gauge restarts with the process: every gap
+			// starts WatchStreamBlocked's for: over.
+			{at: 30, name: "WatchStreamBlocked"},
+		},
+	})
+	// An object deleted while Stalled, its controller up: nothing holds
+	// it (only a target that is down has its last report held), and the
+	// page resolves once max_over_time's 3 minutes have passed.
+	out = append(out, scenario{
+		name:   "an object deleted while Stalled, the controller up",
+		phases: []phase{{file: stalled, minutes: 10}, {file: stalled, minutes: 20, noObjects: true}},
+		target: controllerTarget(false),
+		alerts: []alertCase{
+			{at: 9, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
+			{at: 13, name: "WatchTargetStalled"},
+			{at: 29, name: "WatchTargetNotReady"},
+		},
+	})
+	// The controller is gone (scaled to zero): nothing serves the
+	// watchgrade metrics. Its objects' last reports are held for 10
+	// minutes (shop/app was Ready: nothing fires for it).
+	out = append(out, scenario{
+		name:   "the controller is gone",
+		phases: []phase{{file: ready, minutes: 10}, {gone: true, minutes: 30}},
+		target: controllerTarget(false),
+		alerts: []alertCase{
+			{at: 19, name: "WatchControllerAbsent"},
+			{at: 21, name: "WatchControllerAbsent", firing: []map[string]string{{"severity": "page"}}},
+			{at: 39, name: "WatchControllerDown"},
+			{at: 39, name: "WatchTargetNotReady"},
 		},
 	})
 	return out
@@ -434,7 +604,7 @@ func inputs(t *testing.T, sc scenario) []inputSeries {
 	t.Helper()
 	scrapes := make([]scrape, len(sc.phases))
 	for i, p := range sc.phases {
-		scrapes[i] = readScrape(t, p.file)
+		scrapes[i] = sc.stored(t, p)
 	}
 	if len(sc.grow) > 0 && len(sc.phases) != 1 {
 		t.Fatalf("scenario %q: growth needs exactly one phase", sc.name)
@@ -494,6 +664,49 @@ func inputs(t *testing.T, sc scenario) []inputSeries {
 		if !u {
 			t.Fatalf("scenario %q: growth %+v matches no series of %s", sc.name, sc.grow[j], sc.phases[0].file)
 		}
+	}
+	return out
+}
+
+// stored returns what Prometheus stores from phase p's scrape: its
+// series (and those of p.also, renamed into p.alsoNamespace), le as the
+// scenario's Prometheus stores it, the target's labels, and up; nothing
+// for a down target but up 0, nothing at all for a gone one.
+func (sc scenario) stored(t *testing.T, p phase) scrape {
+	t.Helper()
+	var s scrape
+	if !p.down && !p.gone {
+		s = readScrape(t, p.file)
+		if p.also != "" {
+			for _, x := range readScrape(t, p.also).series {
+				if name := x.labels.Get(labels.MetricName); strings.HasPrefix(name, "watchtarget_") {
+					x.labels = labels.NewBuilder(x.labels).Set("namespace", p.alsoNamespace).Labels()
+					s.series = append(s.series, x)
+				}
+			}
+		}
+	}
+	out := scrape{file: p.file}
+	for _, x := range s.series {
+		if p.noObjects && strings.HasPrefix(x.labels.Get(labels.MetricName), "watchtarget_") {
+			continue
+		}
+		if sc.prom2 && x.labels.Has("le") {
+			le, err := strconv.ParseFloat(x.labels.Get("le"), 64)
+			if err != nil {
+				t.Fatalf("%s: le %q: %v", p.file, x.labels.Get("le"), err)
+			}
+			x.labels = labels.NewBuilder(x.labels).Set("le", strconv.FormatFloat(le, 'g', -1, 64)).Labels()
+		}
+		x.labels = sc.target.relabel(x.labels)
+		out.series = append(out.series, x)
+	}
+	if sc.target != nil && !p.gone {
+		up := 1.0
+		if p.down {
+			up = 0
+		}
+		out.series = append(out.series, scraped{labels: sc.target.up(), value: up})
 	}
 	return out
 }
