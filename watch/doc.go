@@ -27,18 +27,75 @@
 // # Health over time
 //
 // A stream's health is judged over time, not per session. A session is
-// live once, after its replay if it had one, it delivers an event or a
-// bookmark or stays open for [Policy.ShortSession]; only then is Streaming
-// published, so a stream that keeps replaying is not Streaming. A live
-// session is healthy however it ended: forty minutes of events ended by an
-// HTTP/2 stream reset reset the backoff and the history, as client-go's
-// reflector forgives a long healthy run. What a failure publishes depends
-// on how long the stream has gone without a live session ([Ending.Trouble]),
-// measured from the end of the last live one, and a stream publishes on a
-// timer, not only when a session ends: with no live session for
-// [Policy.TransientGrace] it is Blocked, for [Policy.ProgressDeadline] it
-// needs a human, and after an expiry it is Replaying at [Policy.ReplayGrace]
-// ([Verdict.Escalations]). A session going live cancels them.
+// live once, after its replay if it had one, it has stayed open for
+// [Policy.ShortSession] and the stream has taken what the server sent
+// before then: what it delivers sooner does not count (behind a proxy that
+// cuts every watch at once, an event slipping through a cut session is not
+// health), nor does time the stream spent inside a handler call of
+// ShortSession or more (the server may have ended the session meanwhile).
+// Only then is Streaming published, so a stream that keeps replaying is
+// not Streaming. A live session is healthy however it ended: forty minutes
+// of events ended by an HTTP/2 stream reset reset the backoff and the
+// history, as client-go's reflector forgives a long healthy run. What a
+// failure publishes depends on how long the stream has gone without a live
+// session ([Ending.Trouble]), measured from the end of the last live one
+// (or from Run's start: the first session escalates too), and a stream
+// publishes on a timer, not only when a session ends: with no live session
+// for [Policy.TransientGrace] it is Blocked, for [Policy.ProgressDeadline]
+// it needs a human, and after an expiry it is Replaying at
+// [Policy.ReplayGrace] ([Verdict.Escalations]). A session going live
+// cancels them. A handler call that has not returned for TransientGrace
+// in a live session makes the stream Blocked ([ReasonHandlerStalled]), and
+// for ProgressDeadline needing a human: the session was live only until
+// the call began.
+//
+// Under a fault that does not change, the published state does not change
+// either: sessions end in different ways under one fault (a cut session,
+// then a replay after an expiry, then a refused connection), and each
+// publication is a Ready flip, a status write and an Event in a
+// controller. A blocked stream is not published as Replaying; one that
+// needs a human keeps its cause rather than the progress deadline's; and a
+// blocked stream takes another reason only when three endings in a row
+// ask for it.
+//
+// # A server behind the cursor
+//
+// A kube-apiserver answers a watch from a resourceVersion its watch cache
+// has not reached with silence: the cacher accepts it and drops every
+// event and every bookmark at or below it. That happens after an etcd
+// restore without a revision bump, to a cluster rebuilt behind the same
+// address, to a cursor persisted from another cluster, and to a cursor a
+// LIST took from etcd while the watch cache lags. No error ever comes; an
+// informer stays silent, and a stream would be Streaming on nothing.
+//
+// A stream asks the server ([StreamOptions.CursorCheck]): one LIST of at
+// most one object at the cursor with resourceVersionMatch NotOlderThan,
+// which the watch cache answers at once if it has reached the cursor, and
+// after about 3 s with "too large resource version" if it has not. A
+// cursor the server has not reached ends the session as never live, with
+// [ErrCursorAhead] (class expired, reason ResourceVersionTooLarge), and the
+// stream replays. When it asks:
+//
+//   - At once, before the session may go live, when the stream is in doubt:
+//     at the start from [StreamOptions.Cursor], and after any session that
+//     did not go live (the server that answers after trouble may be another
+//     one). An event or a bookmark from the cursor confirms it as well.
+//   - Otherwise after CursorCheck (10 s) of silence, counted across the
+//     sessions since the server last delivered anything: in a cluster where
+//     the collection changes at least every 10 s, never.
+//
+// So a cursor ahead of the server is replayed within 10 s and the
+// server's 3 s answer; the cost is one LIST of one object per session that
+// hears nothing in its first 10 s (one per 30 to 60 minutes per stream
+// with the server's default timeouts), and one per session after trouble.
+// Two cases stay out of reach, for every client: writes that carry a
+// restored etcd past the cursor before the stream asks lose the changes
+// between (restore etcd with etcdutl's --bump-revision and
+// --mark-compacted, and every cursor expires instead), and a watch cache
+// that stops following etcd under an open session looks like a quiet
+// collection (only a full LIST could tell); the stream replays once the
+// session ends and a LIST from etcd gives it a cursor the cache has not
+// reached.
 //
 // # The grading table
 //
@@ -90,9 +147,12 @@
 //     apiserver rolling over is not news.
 //   - A watch-list replay that never reaches its end bookmark times out
 //     ([StreamOptions.ReplayTimeout]); replays then use LIST+WATCH for an
-//     hour. A server that refuses watch-list (400, 405, 422) gets a
-//     LIST+WATCH for that replay and is asked again the next time, as the
-//     reflector does; a bad selector then fails the LIST too.
+//     hour, as they do after two watch-lists in a row were cut before their
+//     end. A server that refuses watch-list (400, 405, 422 on the open, or
+//     an ERROR event other than a 429 as the first thing it sends: a 500
+//     from an etcd without watch-progress support, a watch cache that
+//     lags) gets a LIST+WATCH for that replay and is asked again the next
+//     time, as the reflector does; a bad selector then fails the LIST too.
 //   - Whatever the cause, a stream with no live session for
 //     [Policy.ProgressDeadline] needs a human.
 //
@@ -106,21 +166,45 @@
 // schedules against the simulated server of package watchtest):
 //
 //   - It publishes NeedsHuman only for a cause that needs a human and that
-//     its requests have seen for HumanGrace, or after ProgressDeadline
-//     without a live session.
+//     its requests have seen for HumanGrace, after ProgressDeadline without
+//     a live session, or when its consumer has been missing a change for
+//     ProgressDeadline.
 //   - A cause that needs a human is published within HumanGrace and one
 //     MaxBackoff of the first request it failed (75 s); no live session for
 //     ProgressDeadline is published within a second of it.
 //   - It is not Streaming once it has gone TransientGrace without a live
 //     session; it publishes Streaming only while a session is live.
+//   - While it is Streaming, every change the server makes is in its
+//     consumer's view within TransientGrace, a sixth of it and 8 s (43 s):
+//     a stream that is not live for TransientGrace is Blocked, a handler
+//     stuck that long is found within a sixth of it, a cursor the server
+//     has not reached is found within CursorCheck and the server's
+//     answer. A change still missing ProgressDeadline later (5 min 43 s)
+//     is a stall, and the stream needs a human by then. A handler call in
+//     progress holds these back until it returns or is itself a stall.
 //   - Once the server is healthy again it is Streaming within two
 //     MaxBackoffs and one ShortSession (2 min 1 s): one wait, and one more
 //     if it must replay and has used its replays.
-//   - It makes at most 3 full replays (LIST or watch-list, served by the
-//     server) at once, then one per MaxBackoff: at most 63 in any hour.
+//   - Under faults that do not change it publishes at most 3 states,
+//     however long they last (Blocked, then needing a human; Streaming
+//     once they end).
+//   - It makes at most 3 full replays (LIST or watch-list, whose server
+//     served at least its first page) at once, then one per MaxBackoff: at
+//     most 63 in any hour.
 //   - After a routine close nothing is delivered twice and resourceVersions
 //     increase; after an expiry the snapshot holds exactly what the server
 //     has, deletes made in the gap included.
+//
+// The judge (TestJudge, run by make judge) plays thousands of generated
+// histories against the simulated server of package watchtest, with every
+// fault it has (expiries of every shape, restarts with a not-ready phase,
+// compactions, watch-lists refused on the open and in the stream, a hot
+// flap, a stale proxy, a stalled watch cache, etcd restored with and
+// without a revision bump, a cursor persisted from elsewhere, latency,
+// collections larger than a page, the cut-off of slow consumers, slow,
+// stuck and failing handlers), and checks each of these against the
+// history's ground truth as the consumer saw it. The two cases out of
+// reach above are the judge's only exemptions.
 //
 // # Replay and the consumer's contract
 //

@@ -2,6 +2,7 @@ package watch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -141,4 +142,21 @@ func ExampleObservers() {
 	// Output:
 	// log: Streaming
 	// count: 1
+}
+
+// Validate refuses thresholds that cannot all be honoured; NewStream and
+// Instrument refuse them the same way.
+func ExamplePolicy_Validate() {
+	err := wgwatch.Policy{ProgressDeadline: 20 * time.Second}.Validate()
+	fmt.Println(errors.Is(err, wgwatch.ErrInvalidOptions))
+	fmt.Println(err)
+	_, err = wgwatch.NewStream(watchtest.New(), wgwatch.HandlerFuncs{}, wgwatch.StreamOptions{
+		Resource:     schema.GroupResource{Resource: "configmaps"},
+		WatchTimeout: 500 * time.Millisecond,
+	})
+	fmt.Println(err)
+	// Output:
+	// true
+	// watchgrade/watch: invalid options: ProgressDeadline 20s is shorter than TransientGrace 30s
+	// NewStream: watchgrade/watch: invalid options: WatchTimeout 500ms is shorter than twice ShortSession 1s: no session could go live
 }

@@ -496,7 +496,6 @@ func (s *Stream) publishLocked(st State) {
 	s.opts.Observer.StateChanged(st)
 }
 
-
 var streamingState = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the stream is delivering live events"}
 
 // goneLive is called once per session, when it goes live, and when a
