@@ -89,7 +89,8 @@ type Owner struct {
 	cfg    OwnerConfig
 	events *wgevents.Recorder
 	log    logr.Logger
-	mu     sync.Mutex
+
+	mu sync.Mutex
 	// standby is the standby writer's queue while Start runs.
 	standby workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	// queue is the controller's workqueue, once its sources start.

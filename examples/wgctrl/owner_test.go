@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
@@ -324,5 +325,57 @@ func TestManagerOptions(t *testing.T) {
 	}
 	if a.Metrics() != b.Metrics() {
 		t.Error("the second Grader did not reuse the registered metrics")
+	}
+}
+
+// A reconciler built without an Owner (kubebuilder's scaffolded controller
+// test builds it so) still runs: a nil Owner writes nothing.
+func TestNilOwner(t *testing.T) {
+	f := newFixture(t)
+	r := &GuestbookReconciler{Client: f.client}
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: gbKey}); err != nil {
+		t.Fatalf("Reconcile with a nil Owner: %v", err)
+	}
+	if got := f.guestbook(t).Status.Conditions; len(got) != 0 {
+		t.Errorf("a nil Owner wrote conditions: %v", got)
+	}
+	var o *wgctrl.Owner
+	if o.Requeue() == nil {
+		t.Error("a nil Owner's Requeue() = nil, want a source that queues nothing")
+	}
+}
+
+// A CRD whose status has no observedGeneration drops it on every write.
+// Status must notice and stop comparing it, or every reconcile (after a
+// restart, every one) would be a status write.
+func TestStatusWithoutObservedGenerationInTheSchema(t *testing.T) {
+	gb := &Guestbook{ObjectMeta: metav1.ObjectMeta{Name: gbKey.Name, Namespace: gbKey.Namespace, Generation: 1}}
+	base := fake.NewClientBuilder().WithScheme(newScheme()).WithObjects(gb).WithStatusSubresource(gb).Build()
+	writes := 0
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			writes++
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				unstructured.RemoveNestedField(u.Object, "status", "observedGeneration") // the API server's pruning
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	})
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, Recorder: events.NewFakeRecorder(10)}, &Guestbook{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &GuestbookReconciler{Client: c, Readiness: owner}
+	for range 3 {
+		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: gbKey}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if writes != 1 {
+		t.Errorf("3 reconciles that changed nothing after the first wrote the status %d times, want 1", writes)
 	}
 }
