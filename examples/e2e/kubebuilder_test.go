@@ -247,6 +247,19 @@ func scaffold(t *testing.T, root string) string {
 		"-replace=github.com/watchgrade/watchgrade/examples/wgctrl="+filepath.Join(root, "examples/wgctrl"))
 	sh(t, proj, nil, "go", "mod", "edit", "-require=github.com/watchgrade/watchgrade/examples/wgctrl@v0.0.0-00010101000000-000000000000")
 	sh(t, proj, nil, "go", "mod", "tidy")
+	// A user's go.mod needs no replace directive: the test's two are the
+	// stand-ins above, and k8s.io/kubernetes (whose staging modules would
+	// need 31) is not in the build.
+	gomod, err := os.ReadFile(filepath.Join(proj, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(gomod), "=>"); n != 2 {
+		t.Errorf("the project's go.mod has %d replace directives, want the test's 2:\n%s", n, gomod)
+	}
+	if strings.Contains(string(gomod), "k8s.io/kubernetes ") {
+		t.Errorf("the project requires k8s.io/kubernetes:\n%s", gomod)
+	}
 	sh(t, proj, nil, "make", "manifests", "generate")
 	sh(t, proj, nil, "go", "vet", "./...")
 	sh(t, proj, nil, "go", "build", "-o", "bin/manager", "./cmd")
