@@ -90,8 +90,9 @@ examples:
 # quiet restart, the ConfigMaps denied at startup (held past
 # controller-runtime's two-minute CacheSyncTimeout) and while running, each
 # repaired. It prints one "e2e: kubebuilder ..." line per denial. About 6
-# minutes warm (4 of them the story itself); the first run also builds
-# kubebuilder, controller-gen and the scaffold's dependencies. Log in
+# to 8 minutes warm (8 on 2 cores shared with other builds; 4 of them the
+# story itself); the first run also installs kubebuilder and controller-gen
+# and builds the scaffold's dependencies: about 2 to 3 minutes more. Log in
 # $(KUBEBUILDER_LOG).
 KUBEBUILDER_LOG ?= $(CURDIR)/kubebuilder.log
 
