@@ -55,8 +55,11 @@
 // every 10 seconds). After CacheSyncTimeout (two minutes by default) the
 // controller fails and the manager exits: a crash loop, and no Reconcile
 // ever runs to say why, which is exactly the problem watchgrade exists to
-// report. A denial that starts while the controller runs does not stop the
-// workers (the informer has synced once); its informer keeps retrying.
+// report. Since a source waits for the whole cache, one such kind holds
+// back the workers of every controller of the manager, not only of those
+// that watch it. A denial that starts while the controller runs does not
+// stop the workers (the informer has synced once); its informer keeps
+// retrying.
 //
 // # What this package does instead
 //
