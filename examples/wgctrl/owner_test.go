@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
@@ -378,4 +379,25 @@ func TestStatusWithoutObservedGenerationInTheSchema(t *testing.T) {
 	if writes != 1 {
 		t.Errorf("3 reconciles that changed nothing after the first wrote the status %d times, want 1", writes)
 	}
+}
+
+// By default the watch metrics go on controller-runtime's registry, the
+// one the manager's metrics server serves, under watchgrade's own names.
+func TestMetricsOnTheManagersRegistry(t *testing.T) {
+	grade, err := wgctrl.New(wgctrl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grade.NewInformer(watchtest.New(), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	grade.Metrics().StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Resource: schema.GroupResource{Resource: "configmaps"}, Phase: wgwatch.PhaseStreaming})
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() == "watchgrade_watch_streams" {
+			return
+		}
+	}
+	t.Error("controller-runtime's registry has no watchgrade_watch_streams")
 }
