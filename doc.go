@@ -18,6 +18,15 @@
 //     separate routine endings from broken streams, and time to first
 //     Ready.
 //
+// With controller-runtime (a kubebuilder or Operator SDK operator), start
+// in github.com/watchgrade/watchgrade/examples/wgctrl instead, a module of
+// its own so that this one never requires controller-runtime: it grades
+// every informer of the manager's cache, ties each owner kind to the kinds
+// its controller watches (For, Owns, Watches), writes the trio and Events
+// from Reconcile, and tells owners about a watched kind that RBAC denies or
+// whose CRD is missing even while controller-runtime holds the workers back.
+// examples/README.md has the few lines to add to a scaffolded project.
+//
 // For tests: [github.com/watchgrade/watchgrade/watch/watchtest] is a
 // scripted ListerWatcher that produces every way a watch ends, and
 // [github.com/watchgrade/watchgrade/readiness/readinesstest] checks

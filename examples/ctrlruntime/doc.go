@@ -1,8 +1,17 @@
-// Package ctrlruntime is a WatchTarget controller written with
-// controller-runtime and watchgrade: the wiring to copy into an operator
-// built on a controller-runtime manager. Package
+// Package ctrlruntime is a WatchTarget controller written by hand with
+// controller-runtime and watchgrade: WatchTargets name, at run time, the
+// resources to follow, so each one tracks informers of its own. Package
 // github.com/watchgrade/watchgrade/examples/clientgo is the same controller
 // on plain client-go.
+//
+// To add watchgrade to your own operator (a kubebuilder or Operator SDK
+// scaffold whose controllers use For, Owns and Watches), do not copy this
+// package: require github.com/watchgrade/watchgrade/examples/wgctrl, a module
+// of its own that needs no replace directives, and follow
+// examples/README.md. This package lives in the examples module, which
+// requires the end-to-end harness. Its streams are named after resources
+// ("configmaps.v1"); wgctrl's after kinds ("ConfigMap.v1"), so that a kind
+// whose CRD is missing has a name too.
 //
 // For every WatchTarget it makes sure the manager's cache runs an informer
 // for each resource the target names, and writes the kstatus trio (Ready,

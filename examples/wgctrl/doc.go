@@ -1,0 +1,132 @@
+// Package wgctrl adds watchgrade to an operator built on a controller-runtime
+// manager, one that declares its inputs the usual way, with For, Owns and
+// Watches (a kubebuilder or Operator SDK scaffold): every informer of the
+// manager's cache is graded, each owner object gets the kstatus trio (Ready,
+// Reconciling, Stalled) and status.observedGeneration from the streams of
+// the kinds its controller watches, Events are recorded only on transitions
+// (a Warning only when a human must act), and the watch metrics are served
+// on the manager's /metrics.
+//
+//	grade, err := wgctrl.New(wgctrl.Options{})
+//	mgr, err := ctrl.NewManager(cfg, grade.ManagerOptions(ctrl.Options{Scheme: scheme}))
+//	readiness, err := grade.Owner(mgr, &webappv1.Guestbook{}, &corev1.ConfigMap{})
+//
+//	// the controller, as kubebuilder scaffolds it, plus one source:
+//	ctrl.NewControllerManagedBy(mgr).
+//		For(&webappv1.Guestbook{}).
+//		Owns(&corev1.ConfigMap{}).
+//		WatchesRawSource(readiness.Requeue()).
+//		Complete(r)
+//
+//	// Reconcile, after reading the Guestbook gb:
+//	defer func() { err = errors.Join(err, r.Readiness.Status(ctx, gb)) }()
+//
+// The owner's status needs conditions (kubebuilder scaffolds them) and
+// observedGeneration (add `ObservedGeneration int64
+// json:"observedGeneration,omitempty"` and regenerate the CRD): kstatus and
+// kubectl wait read it, and without it every reconcile after a restart
+// would be a status write. The controller needs RBAC to record Events:
+// `+kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch`.
+// examples/README.md has the whole change to a fresh kubebuilder project,
+// the one its end-to-end test applies and runs.
+//
+// # Where this module lives, and why
+//
+// The library's root module never requires controller-runtime: through
+// minimum version selection it would set the controller-runtime and
+// Kubernetes versions of every user of the library, controller-runtime
+// users or not. So the integration is a module of its own,
+// github.com/watchgrade/watchgrade/examples/wgctrl, that requires the root
+// module, controller-runtime and client-go and nothing else (no
+// k8s.io/kubernetes, so no replace directives for whoever requires it). It
+// sits under examples/ because the repository's top level is fixed, and
+// examples/ is where the design keeps everything that depends on
+// controller-runtime; it is a module of its own, apart from the examples
+// module (which requires the end-to-end harness and needs 33 replace
+// lines), so that it can be required alone. Its name follows the wg prefix
+// the library's packages are imported with (wgwatch, wgevents, ...).
+//
+// # What controller-runtime does with a kind that needs a human
+//
+// A controller starts its workers only once every source (For, Owns,
+// Watches) has synced, and the manager's cache reports synced only when all
+// of its informers have. An informer that RBAC denies never syncs, and a
+// kind whose CRD is missing gets no informer at all (the source asks again
+// every 10 seconds). After CacheSyncTimeout (two minutes by default) the
+// controller fails and the manager exits: a crash loop, and no Reconcile
+// ever runs to say why, which is exactly the problem watchgrade exists to
+// report. Since a source waits for the whole cache, one such kind holds
+// back the workers of every controller of the manager, not only of those
+// that watch it. A denial that starts while the controller runs does not
+// stop the workers (the informer has synced once); its informer keeps
+// retrying.
+//
+// # What this package does instead
+//
+//   - It keeps controller-runtime's rule: workers never run on a cache that
+//     has not synced, because a controller acting on an empty cache of its
+//     children can delete or recreate them. [Grader.ManagerOptions] sets the
+//     controllers' CacheSyncTimeout to [CacheSyncTimeout] (ten years) when it
+//     is unset, so the controller waits for the human instead of exiting.
+//   - The owner is told anyway, by a standby writer that does not need the
+//     controller's workers: [Owner.Start], which the manager runs. It follows
+//     the owner kind's informer (which syncs: only the watched kind is
+//     denied), tracks every owner object against the watched kinds' streams,
+//     and writes the trio of every owner whose verdict is Stalled, with one
+//     Warning Event, within the streams' human grace (Policy.HumanGrace, 15
+//     seconds, plus the informer's retry). It writes nothing else (the
+//     controller writes Ready once it runs, for the generation it has
+//     reconciled) and stands down for good at the first [Owner.Status] call:
+//     from then on the controller's workers run.
+//   - A watched kind that the API server does not serve has no informer and
+//     so no stream: the standby writer reports the kind's stream Blocked with
+//     reason ResourceNotFound, needing a human, after the same grace, and
+//     keeps asking; once the CRD is installed the informer starts and the
+//     controller's source finds it within 10 seconds.
+//   - When the human has fixed it, the informer syncs, the workers start,
+//     and Reconcile writes Ready=True with a Normal Event.
+//
+// A denial that starts while the controller runs takes the usual path: the
+// stream is graded Blocked, Forbidden, needing a human, the accumulator
+// hands the owners to the controller's workqueue ([Owner.Requeue]), and
+// Reconcile's [Owner.Status] writes Stalled with one Warning.
+//
+// # Stream names
+//
+// Owners, Ready's messages and the metrics know an informer by one name,
+// [StreamName]: "ConfigMap.v1", "Deployment.v1.apps". It is made from the
+// kind, not the resource, so a kind whose CRD is missing is named too. The
+// cache runs one informer per kind and representation for the whole cache
+// (every namespace it covers), shared by every owner that depends on the
+// kind. A cache restricted to several namespaces (cache.Options.DefaultNamespaces
+// with more than one) runs one informer per namespace, and they share a
+// name: their states overwrite each other. Restrict it to one namespace or
+// to none.
+//
+// Owners depend on the streams of the kinds passed to [Grader.Owner]; you
+// never write those names. Per-object dependencies (an informer Reconcile
+// asks the cache for, say) go through [Owner.Track], which gives the owner a
+// Stalled gate with reason [ReasonUnknownStream] for a name no informer of
+// the cache has: a misspelt name is a Warning, not a Reconciling that never
+// ends.
+//
+// # Metrics
+//
+// The watch metrics go on controller-runtime's registry (Options.Registerer),
+// which the manager's metrics server serves wherever the scaffold serves
+// controller-runtime's own: with kubebuilder's defaults, HTTPS with
+// authentication on :8443, scraped through config/prometheus. Nothing needs
+// to change there. Their names are watchgrade's defaults, the ones the
+// monitoring kit (examples/monitoring) queries; this package offers no
+// prefix option.
+//
+// # Testing a reconciler
+//
+// [Grader.NewOwner] makes an Owner from controller-runtime's fake client
+// and a fake recorder, and the Grader is the informers' observer: feed it
+// states, or run an informer built by [Grader.NewInformer] over
+// github.com/watchgrade/watchgrade/watch/watchtest's simulated server, then
+// call Reconcile and read the owner back (see the package example). A nil
+// *Owner writes nothing, so a test that builds the reconciler without one
+// (kubebuilder's scaffolded controller test) still runs.
+package wgctrl

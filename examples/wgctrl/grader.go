@@ -1,0 +1,294 @@
+package wgctrl
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	wgmetrics "github.com/watchgrade/watchgrade/metrics"
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+)
+
+// CacheSyncTimeout is the controllers' CacheSyncTimeout that
+// [Grader.ManagerOptions] sets when the options leave it zero: ten years,
+// in effect never. controller-runtime's own default, two minutes, turns a
+// watched kind that RBAC denies, or whose CRD is missing, into a manager
+// that exits and restarts for as long as no one fixes it; with this one the
+// controller's workers wait for the human while the Owner's standby writer
+// tells them (see the package documentation).
+const CacheSyncTimeout = 10 * 365 * 24 * time.Hour
+
+// Options configure a [Grader]. The zero value works.
+type Options struct {
+	// Policy grades the informers' session endings. Defaults to
+	// watchgrade's defaults (wgwatch.Policy's zero value). Its HumanGrace
+	// is also how long a watched kind that the API server does not serve
+	// (a CRD not installed) is waited for before it is reported.
+	Policy wgwatch.Policy
+	// Observer, if set, also sees every informer's states and session
+	// endings: a log, or a test's probe. It must not block.
+	Observer wgwatch.Observer
+	// Registerer receives the watch metrics. Defaults to
+	// controller-runtime's registry (sigs.k8s.io/controller-runtime/pkg/metrics.Registry),
+	// which the manager's metrics server serves. The metric names are
+	// watchgrade's defaults, the ones the monitoring kit's rules and
+	// dashboard query.
+	Registerer prometheus.Registerer
+	// Rollup configures every Owner's roll-up of gates into conditions.
+	// Defaults to the readiness package's defaults.
+	Rollup wgreadiness.Options
+}
+
+// Grader grades every informer of one manager's cache and keeps the
+// owners that depend on them. Make one with [New], pass the manager's
+// options through [Grader.ManagerOptions] before the manager is made, then
+// declare each owner kind with [Grader.Owner]. Its methods are safe for
+// concurrent use.
+type Grader struct {
+	opts    Options
+	log     logr.Logger
+	metrics *wgmetrics.WatchMetrics
+	clock   clock.WithTicker
+
+	mu sync.Mutex
+	// scheme and mapper identify the kind behind each informer. Both are
+	// the manager's: ManagerOptions records the scheme and captures the
+	// mapper as the manager makes it.
+	scheme *runtime.Scheme
+	mapper meta.RESTMapper
+	// streams holds the name of every informer the cache has made.
+	streams map[string]bool
+	// owners are told about every informer's states.
+	owners []*Owner
+	// managed is true once ManagerOptions has run.
+	managed bool
+}
+
+// New registers the watch metrics with opts.Registerer and returns a Grader.
+// If that registry already has them (a second manager in one process), they
+// are reused.
+func New(opts Options) (*Grader, error) {
+	if err := opts.Rollup.Validate(); err != nil {
+		return nil, fmt.Errorf("wgctrl: %w", err)
+	}
+	reg := opts.Registerer
+	if reg == nil {
+		reg = ctrlmetrics.Registry
+	}
+	wm, err := wgmetrics.NewWatchMetrics(reg, wgmetrics.WatchOptions{})
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(*wgmetrics.WatchMetrics); ok {
+			wm, err = existing, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wgctrl: %w", err)
+	}
+	return &Grader{
+		opts:    opts,
+		log:     logf.Log.WithName("watchgrade"),
+		metrics: wm,
+		clock:   clock.RealClock{},
+		scheme:  clientgoscheme.Scheme, // controller-runtime's default
+		streams: map[string]bool{},
+	}, nil
+}
+
+// Metrics returns the watch metrics every informer reports to.
+func (g *Grader) Metrics() *wgmetrics.WatchMetrics { return g.metrics }
+
+// ManagerOptions returns o with what the Grader needs from the manager; pass
+// the result to ctrl.NewManager. It
+//
+//   - sets Cache.NewInformer to [Grader.NewInformer], replacing any hook
+//     already there: every informer of the cache is graded;
+//   - wraps MapperProvider (controller-runtime's default when unset) to
+//     record the RESTMapper the manager makes, before any informer exists;
+//   - records Scheme (controller-runtime's default when unset);
+//   - sets Controller.CacheSyncTimeout to [CacheSyncTimeout] when it is
+//     zero, so that a watched kind that needs a human does not make the
+//     manager exit (a controller's own WithOptions still wins).
+func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
+	o.Cache.NewInformer = g.NewInformer
+	provider := o.MapperProvider
+	if provider == nil {
+		provider = apiutil.NewDynamicRESTMapper
+	}
+	o.MapperProvider = func(cfg *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
+		m, err := provider(cfg, hc)
+		if err == nil {
+			g.mu.Lock()
+			g.mapper = m
+			g.mu.Unlock()
+		}
+		return m, err
+	}
+	if o.Controller.CacheSyncTimeout == 0 {
+		o.Controller.CacheSyncTimeout = CacheSyncTimeout
+	}
+	g.mu.Lock()
+	if o.Scheme != nil {
+		g.scheme = o.Scheme
+	}
+	g.managed = true
+	g.mu.Unlock()
+	return o
+}
+
+// NewInformer is the cache's NewInformer hook: it builds the informer
+// controller-runtime asks for as its default hook does
+// (toolscache.NewSharedIndexInformer), from lw wrapped with
+// [wgwatch.Instrument], so that its lists, watches and session endings are
+// graded and reported to every Owner, the metrics and Options.Observer. The
+// informer behaves as it would without the wrapper.
+//
+// The stream is named by [StreamName] from obj's kind. Its resource (the
+// metrics label) comes from the manager's RESTMapper; should that lookup
+// fail, the label is the kind's ("ConfigMap", "Deployment.apps") and the
+// error is logged: a guess at the plural would look right on every
+// dashboard and be wrong.
+func (g *Grader) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	name, gr, err := g.identify(obj)
+	if err != nil {
+		g.log.Error(err, "cannot map the informer's kind to a resource; its metrics are labelled with the kind", "stream", name)
+	}
+	g.mu.Lock()
+	g.streams[name] = true
+	g.mu.Unlock()
+	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{
+		Resource: gr,
+		Name:     name,
+		Observer: wgwatch.Observers(g, g.metrics, g.opts.Observer),
+		Policy:   g.opts.Policy,
+	})
+	if err != nil {
+		// Only a nil ListerWatcher or an empty resource get here, and
+		// neither happens: a working informer that is not graded beats a
+		// crash.
+		g.log.Error(err, "informer is not graded", "stream", name)
+		return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+	}
+	return toolscache.NewSharedIndexInformer(ilw, obj, resync, indexers)
+}
+
+// StateChanged passes an informer's state on to every Owner.
+func (g *Grader) StateChanged(s wgwatch.State) {
+	g.mu.Lock()
+	owners := slices.Clone(g.owners)
+	g.mu.Unlock()
+	for _, o := range owners {
+		o.acc.StateChanged(s)
+	}
+}
+
+// SessionEnded does nothing: a session ending alone changes no owner.
+func (g *Grader) SessionEnded(wgwatch.SessionEnd) {}
+
+// identify returns the stream name and resource of the informer for obj.
+func (g *Grader) identify(obj runtime.Object) (string, schema.GroupResource, error) {
+	g.mu.Lock()
+	scheme, mapper := g.scheme, g.mapper
+	g.mu.Unlock()
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	if err != nil {
+		t := fmt.Sprintf("%T", obj)
+		return t, schema.GroupResource{Resource: t}, err
+	}
+	name := StreamName(gvk) + representation(obj, gvk, scheme)
+	fallback := schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}
+	if mapper == nil {
+		return name, fallback, errors.New("no RESTMapper recorded: pass the manager's options through ManagerOptions")
+	}
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return name, fallback, err
+	}
+	return name, mapping.Resource.GroupResource(), nil
+}
+
+// StreamName is the stream name of the cache's informer for gvk, the one
+// name every Owner, the metrics and Ready's message know it by: the kind,
+// its version and its group, dot-separated as kubectl accepts them
+// ("ConfigMap.v1", "Deployment.v1.apps", "Guestbook.v1.webapp.example.com").
+// It is made from the kind alone, so a kind whose CRD is not installed yet
+// has its name too.
+//
+// The cache keeps one informer per kind and representation. The informer of
+// typed objects, or of unstructured ones for a kind the scheme has no Go
+// type for, carries the plain name; the others are suffixed
+// " (unstructured)" or " (metadata)", so that two never share a name.
+func StreamName(gvk schema.GroupVersionKind) string {
+	name := gvk.Kind + "." + gvk.Version
+	if gvk.Group != "" {
+		name += "." + gvk.Group
+	}
+	return name
+}
+
+// StreamName returns the stream name of the cache's informer for obj, as
+// the cache would make it: obj's kind from the manager's scheme, and its
+// representation (typed, unstructured, or metadata-only).
+func (g *Grader) StreamName(obj runtime.Object) (string, error) {
+	g.mu.Lock()
+	scheme := g.scheme
+	g.mu.Unlock()
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	if err != nil {
+		return "", fmt.Errorf("wgctrl: %w", err)
+	}
+	return StreamName(gvk) + representation(obj, gvk, scheme), nil
+}
+
+// Streams returns the names of the informers the cache has made so far,
+// sorted.
+func (g *Grader) Streams() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	names := make([]string, 0, len(g.streams))
+	for n := range g.streams {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// knows reports whether the cache has made an informer named name.
+func (g *Grader) knows(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.streams[name]
+}
+
+// representation returns the suffix of an informer that holds another
+// representation of gvk than the cache's default one.
+func representation(obj runtime.Object, gvk schema.GroupVersionKind, scheme *runtime.Scheme) string {
+	switch obj.(type) {
+	case *metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList:
+		return " (metadata)"
+	case runtime.Unstructured:
+		if scheme.Recognizes(gvk) {
+			return " (unstructured)"
+		}
+	}
+	return ""
+}

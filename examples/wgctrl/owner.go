@@ -1,0 +1,562 @@
+package wgctrl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	wgevents "github.com/watchgrade/watchgrade/events"
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+)
+
+// ReasonUnknownStream is the reason of the Stalled gate an owner gets for a
+// stream passed to [Owner.Track] that no informer of the manager's cache is
+// named after: a name that does not follow [StreamName], or an informer not
+// asked for before Track. Without it the owner would wait, Reconciling, for
+// a stream that never reports.
+const ReasonUnknownStream = "UnknownStream"
+
+// retryEvery is how often the standby writer asks again for an informer
+// the cache cannot make yet (a kind the API server does not serve).
+const retryEvery = 5 * time.Second
+
+// InformerGetter is the one method of the manager's cache an Owner needs.
+type InformerGetter interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
+}
+
+// OwnerConfig holds what an Owner uses of a manager. [Grader.Owner] fills it
+// from the manager; a unit test fills it with controller-runtime's fake
+// client (see the package example).
+type OwnerConfig struct {
+	// Client reads owners and writes their status. Required.
+	Client client.Client
+	// APIReader reads an owner again after a write conflict, past the
+	// cache. Defaults to Client.
+	APIReader client.Reader
+	// Informers is the manager's cache. Needed only by Owner.Start: the
+	// standby writer and the watched kinds' informers.
+	Informers InformerGetter
+	// Recorder records the Events. Required.
+	Recorder wgevents.EventsV1Recorder
+	// RESTMapper is used, if the Grader has none yet, to label the
+	// informers' metrics. Defaults to Client.RESTMapper().
+	RESTMapper meta.RESTMapper
+}
+
+// dep is a kind an owner kind depends on.
+type dep struct {
+	obj  client.Object
+	gvk  schema.GroupVersionKind
+	name string
+}
+
+// Owner is one owner kind's readiness: the streams of the kinds its
+// controller watches, an accumulator that rolls them up per owner object,
+// the link to the controller's workqueue ([Owner.Requeue]), the status step
+// of Reconcile ([Owner.Status]), and a standby writer for the time the
+// controller's workers cannot run (see the package documentation).
+//
+// Make one per owner kind with [Grader.Owner]. Its methods are safe for
+// concurrent use.
+type Owner struct {
+	g      *Grader
+	gvk    schema.GroupVersionKind
+	newObj func() (client.Object, error)
+	deps   []dep
+	acc    *wgreadiness.Accumulator
+	cfg    OwnerConfig
+	events *wgevents.Recorder
+	log    logr.Logger
+
+	mu sync.Mutex
+	// standby is the standby writer's queue while Start runs.
+	standby workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// queue is the controller's workqueue, once its sources start.
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// reconciled is true once Status has been called: the controller's
+	// workers run, and the standby writer stands down for good.
+	reconciled bool
+	// extra holds the streams each owner tracks beyond the kinds'.
+	extra map[types.NamespacedName][]string
+	// pruned is true once a status write came back without
+	// status.observedGeneration: the CRD's schema lacks the field.
+	pruned bool
+}
+
+// Owner declares an owner kind and the kinds its controller watches (Owns
+// and Watches; the owner kind itself need not be listed), adds its standby
+// writer to mgr, and returns it. Call it before mgr.Start, once per owner
+// kind. Pass deps as the controller watches them: a typed object for a
+// typed watch, a metav1.PartialObjectMetadata with its kind set for
+// builder.OnlyMetadata.
+func (g *Grader) Owner(mgr manager.Manager, owner client.Object, deps ...client.Object) (*Owner, error) {
+	gvk, err := apiutil.GVKForObject(owner, mgr.GetScheme())
+	if err != nil {
+		return nil, fmt.Errorf("wgctrl: %w", err)
+	}
+	o, err := g.NewOwner(OwnerConfig{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Informers:  mgr.GetCache(),
+		Recorder:   mgr.GetEventRecorder(strings.ToLower(gvk.Kind) + "-controller"),
+		RESTMapper: mgr.GetRESTMapper(),
+	}, owner, deps...)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(o); err != nil {
+		return nil, fmt.Errorf("wgctrl: %w", err)
+	}
+	return o, nil
+}
+
+// NewOwner is [Grader.Owner] without a manager: the Owner is not started
+// (run Start yourself if you need the standby writer). Unit tests use it with
+// a fake client.
+func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.Object) (*Owner, error) {
+	if cfg.Client == nil || cfg.Recorder == nil {
+		return nil, errors.New("wgctrl: OwnerConfig needs a Client and a Recorder")
+	}
+	if cfg.APIReader == nil {
+		cfg.APIReader = cfg.Client
+	}
+	if cfg.RESTMapper == nil {
+		cfg.RESTMapper = cfg.Client.RESTMapper()
+	}
+	g.mu.Lock()
+	if !g.managed {
+		g.scheme = cfg.Client.Scheme()
+	}
+	if g.mapper == nil {
+		g.mapper = cfg.RESTMapper
+	}
+	scheme := g.scheme
+	g.mu.Unlock()
+
+	gvk, err := apiutil.GVKForObject(owner, scheme)
+	if err != nil {
+		return nil, fmt.Errorf("wgctrl: %w", err)
+	}
+	o := &Owner{
+		g:   g,
+		gvk: gvk,
+		newObj: func() (client.Object, error) {
+			obj, err := scheme.New(gvk)
+			if err != nil {
+				return nil, err
+			}
+			co, ok := obj.(client.Object)
+			if !ok {
+				return nil, fmt.Errorf("%v is not a client.Object", gvk)
+			}
+			return co, nil
+		},
+		cfg:   cfg,
+		log:   g.log.WithValues("owner", gvk.Kind),
+		extra: map[types.NamespacedName][]string{},
+	}
+	for _, d := range deps {
+		dgvk, err := apiutil.GVKForObject(d, scheme)
+		if err != nil {
+			return nil, fmt.Errorf("wgctrl: %w", err)
+		}
+		name, err := g.StreamName(d)
+		if err != nil {
+			return nil, err
+		}
+		o.deps = append(o.deps, dep{obj: d, gvk: dgvk, name: name})
+	}
+	o.acc, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Rollup: g.opts.Rollup, OnChange: o.changed})
+	if err != nil {
+		return nil, fmt.Errorf("wgctrl: %w", err)
+	}
+	o.events, err = wgevents.NewEventsRecorder(cfg.Recorder, wgevents.EventsOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("wgctrl: %w", err)
+	}
+	g.mu.Lock()
+	g.owners = append(g.owners, o)
+	g.mu.Unlock()
+	return o, nil
+}
+
+// Accumulator returns the owner kind's accumulator: set gates of your own
+// on it (SetGate), such as a dependency outside the cluster.
+func (o *Owner) Accumulator() *wgreadiness.Accumulator { return o.acc }
+
+// Streams returns the stream names every owner of the kind depends on, one
+// per watched kind passed to Grader.Owner, in that order.
+func (o *Owner) Streams() []string {
+	names := make([]string, len(o.deps))
+	for i, d := range o.deps {
+		names[i] = d.name
+	}
+	return names
+}
+
+// Requeue returns the source that hands the controller's workqueue every
+// owner whose verdict changed: add it to the controller with
+// WatchesRawSource. Add never blocks (and is a no-op once the queue has
+// shut down); before the controller starts there is no queue, and nothing
+// is lost, since every owner is reconciled when it starts. A nil Owner's
+// source queues nothing.
+func (o *Owner) Requeue() source.Source {
+	if o == nil {
+		return source.Func(func(context.Context, workqueue.TypedRateLimitingInterface[reconcile.Request]) error { return nil })
+	}
+	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.queue = q
+		return nil
+	})
+}
+
+// Track sets streams that the owner key depends on beyond the watched
+// kinds' (an informer your Reconcile asks the cache for, per object, say).
+// Ask the cache for each informer before Track: a name no informer of the
+// cache has gets a Stalled gate with reason ReasonUnknownStream, so that a
+// name that does not follow [StreamName] is a Warning, not a Reconciling
+// that never ends.
+func (o *Owner) Track(key types.NamespacedName, streams ...string) {
+	o.mu.Lock()
+	if len(streams) == 0 {
+		delete(o.extra, key)
+	} else {
+		o.extra[key] = slices.Clone(streams)
+	}
+	o.mu.Unlock()
+	o.track(key)
+}
+
+// track tells the accumulator which streams key depends on, and gates the
+// names no informer has.
+func (o *Owner) track(key types.NamespacedName) {
+	o.mu.Lock()
+	extra := o.extra[key]
+	o.mu.Unlock()
+	o.acc.Track(key, append(o.Streams(), extra...)...)
+	unknown := map[string]bool{}
+	for _, name := range extra {
+		if !o.g.knows(name) && !slices.Contains(o.Streams(), name) {
+			unknown[name] = true
+			o.acc.SetGate(key, wgreadiness.Stalled(name, ReasonUnknownStream, fmt.Sprintf(
+				"no informer of the manager's cache is named %q: name streams with wgctrl.StreamName, and ask the cache for the informer before Track", name)))
+		}
+	}
+	for _, gate := range o.acc.Gates(key) {
+		if !gate.Stream && gate.Reason == ReasonUnknownStream && !unknown[gate.Name] {
+			o.acc.RemoveGate(key, gate.Name)
+		}
+	}
+}
+
+// Status is the last step of Reconcile: it writes obj's kstatus trio
+// (Ready, Reconciling, Stalled) and status.observedGeneration in one status
+// update when either changed, then records an Event if Ready or Stalled
+// moved (a Warning only when Stalled). obj is the owner as Reconcile read
+// it; its resourceVersion is updated. A write conflict is retried after
+// reading the owner again, past the cache; other errors are returned for
+// controller-runtime to retry. Call it even when your own steps failed
+// (with defer), so that the owner's conditions never wait on them.
+//
+// The first call also tells the standby writer that the controller's
+// workers run. On a nil Owner it does nothing: a reconciler made without
+// one (the scaffold's own controller test, say) still runs.
+func (o *Owner) Status(ctx context.Context, obj client.Object) error {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	o.reconciled = true
+	o.mu.Unlock()
+	key := client.ObjectKeyFromObject(obj)
+	o.track(key)
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		target := obj
+		if !first {
+			fresh, err := o.newObj()
+			if err != nil {
+				return err
+			}
+			if err := o.cfg.APIReader.Get(ctx, key, fresh); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			target = fresh
+		}
+		first = false
+		rv, err := o.write(ctx, target, false)
+		if err == nil && rv != "" {
+			obj.SetResourceVersion(rv)
+		}
+		return err
+	})
+}
+
+// write writes obj's trio and observedGeneration when they changed, and
+// records the Event. With onlyStalled it writes only a verdict that is
+// Stalled: what must not wait for the controller's workers. It returns the
+// resourceVersion written, or "" when nothing was.
+func (o *Owner) write(ctx context.Context, obj client.Object, onlyStalled bool) (string, error) {
+	u, err := toUnstructured(obj)
+	if err != nil {
+		return "", fmt.Errorf("wgctrl: %w", err)
+	}
+	before, observed, err := readStatus(u)
+	if err != nil {
+		return "", fmt.Errorf("wgctrl: %s %s: %w", o.gvk.Kind, client.ObjectKeyFromObject(obj), err)
+	}
+	gen := obj.GetGeneration()
+	after := slices.Clone(before)
+	changed := o.acc.Apply(client.ObjectKeyFromObject(obj), &after, gen, o.g.clock.Now())
+	if onlyStalled && !meta.IsStatusConditionTrue(after, wgreadiness.ConditionStalled) {
+		return "", nil
+	}
+	o.mu.Lock()
+	pruned := o.pruned
+	o.mu.Unlock()
+	if !changed && (observed == gen || pruned) {
+		return "", nil
+	}
+	if err := writeStatus(u, after, gen); err != nil {
+		return "", fmt.Errorf("wgctrl: %w", err)
+	}
+	uo := &unstructured.Unstructured{Object: u}
+	uo.SetGroupVersionKind(o.gvk)
+	if err := o.cfg.Client.Status().Update(ctx, uo); err != nil {
+		return "", err
+	}
+	if _, found, _ := unstructured.NestedInt64(uo.Object, "status", "observedGeneration"); !found && gen != 0 {
+		o.mu.Lock()
+		first := !o.pruned
+		o.pruned = true
+		o.mu.Unlock()
+		if first {
+			o.log.Error(errors.New("status.observedGeneration was dropped by the API server"),
+				"add `ObservedGeneration int64 `json:\"observedGeneration,omitempty\"`` to the status type and regenerate the CRD: kstatus and kubectl wait read it")
+		}
+	}
+	o.events.Record(obj, before, after)
+	return uo.GetResourceVersion(), nil
+}
+
+// changed is the accumulator's OnChange: it queues the owner for the
+// controller and, until the controller's workers run, for the standby
+// writer. It never blocks.
+func (o *Owner) changed(key types.NamespacedName) {
+	o.mu.Lock()
+	q, standby, reconciled := o.queue, o.standby, o.reconciled
+	o.mu.Unlock()
+	if q != nil {
+		q.Add(reconcile.Request{NamespacedName: key})
+	}
+	if standby != nil && !reconciled {
+		standby.Add(key)
+	}
+}
+
+// Start runs the standby writer until ctx is done; the manager calls it
+// (Grader.Owner adds the Owner to the manager). It asks the cache for the
+// owner kind's informer and every watched kind's, without waiting for them
+// to sync, tracks every owner object as it appears, reports a watched kind
+// the API server does not serve (a CRD not installed) once it has not been
+// served for Policy.HumanGrace, and, until Status is first called, writes
+// every owner whose verdict is Stalled. It returns nil when ctx is done,
+// after its goroutines have ended.
+func (o *Owner) Start(ctx context.Context) error {
+	if o.cfg.Informers == nil {
+		return errors.New("wgctrl: Owner.Start needs OwnerConfig.Informers")
+	}
+	standby := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]())
+	o.mu.Lock()
+	if o.standby != nil {
+		o.mu.Unlock()
+		standby.ShutDown()
+		return errors.New("wgctrl: Owner.Start called twice")
+	}
+	o.standby = standby
+	o.mu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer standby.ShutDown()
+	wg.Go(func() { o.followOwners(ctx) })
+	for _, d := range o.deps {
+		wg.Go(func() { o.follow(ctx, d) })
+	}
+	wg.Go(func() {
+		for o.writeNext(ctx, standby) {
+		}
+	})
+	<-ctx.Done()
+	return nil
+}
+
+// followOwners tracks every owner object of the kind, from the cache's
+// informer, as it appears, and forgets it when it is deleted.
+func (o *Owner) followOwners(ctx context.Context) {
+	obj, err := o.newObj()
+	if err != nil {
+		o.log.Error(err, "cannot follow the owner kind")
+		return
+	}
+	inf, ok := o.informer(ctx, obj, func() {})
+	if !ok {
+		return
+	}
+	key := func(x any) (types.NamespacedName, bool) {
+		if d, ok := x.(toolscache.DeletedFinalStateUnknown); ok {
+			x = d.Obj
+		}
+		m, err := meta.Accessor(x)
+		if err != nil {
+			return types.NamespacedName{}, false
+		}
+		return types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}, true
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(x any) {
+			if k, ok := key(x); ok {
+				o.track(k)
+				o.changed(k)
+			}
+		},
+		UpdateFunc: func(before, after any) {
+			b, errB := meta.Accessor(before)
+			a, errA := meta.Accessor(after)
+			if errA == nil && errB == nil && a.GetGeneration() != b.GetGeneration() {
+				if k, ok := key(after); ok {
+					o.changed(k)
+				}
+			}
+		},
+		DeleteFunc: func(x any) {
+			if k, ok := key(x); ok {
+				o.acc.RemoveOwner(k)
+				o.mu.Lock()
+				delete(o.extra, k)
+				o.mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		o.log.Error(err, "cannot follow the owner kind")
+	}
+}
+
+// follow makes sure the cache runs d's informer. While the API server does
+// not serve d's kind (its CRD is not installed), the cache cannot make one
+// and there is no stream to grade: follow reports the kind's stream as
+// Blocked, reason ResourceNotFound, needing a human, once it has not been
+// served for Policy.HumanGrace, and as Starting again once it is.
+func (o *Owner) follow(ctx context.Context, d dep) {
+	grace := o.g.opts.Policy.HumanGrace
+	if grace <= 0 {
+		grace = wgwatch.DefaultHumanGrace
+	}
+	since := o.g.clock.Now()
+	reported := false
+	_, ok := o.informer(ctx, d.obj, func() {
+		if !reported && o.g.clock.Since(since) >= grace {
+			reported = true
+			o.acc.StateChanged(wgwatch.State{
+				Stream:     d.name,
+				Resource:   schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
+				Phase:      wgwatch.PhaseBlocked,
+				Reason:     wgwatch.ReasonResourceNotFound,
+				Message:    fmt.Sprintf("the API server does not serve %s: install its CustomResourceDefinition", d.gvk.GroupKind()),
+				NeedsHuman: true,
+			})
+		}
+	})
+	if ok && reported {
+		o.acc.StateChanged(wgwatch.State{
+			Stream:   d.name,
+			Resource: schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
+			Phase:    wgwatch.PhaseStarting,
+			Reason:   wgwatch.ReasonStarting,
+			Message:  "the API server serves the kind now; its informer is starting",
+		})
+	}
+}
+
+// informer asks the cache for obj's informer, without waiting for it to
+// sync, every retryEvery until it has one or ctx is done; notServed is
+// called after each try that found the kind not served.
+func (o *Owner) informer(ctx context.Context, obj client.Object, notServed func()) (cache.Informer, bool) {
+	t := o.g.clock.NewTicker(retryEvery)
+	defer t.Stop()
+	for {
+		inf, err := o.cfg.Informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err == nil {
+			return inf, true
+		}
+		if meta.IsNoMatchError(err) {
+			notServed()
+		} else {
+			o.log.Error(err, "cannot get an informer from the cache; retrying", "kind", fmt.Sprintf("%T", obj))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-t.C():
+		}
+	}
+}
+
+// writeNext writes the next owner of the standby queue, if the controller's
+// workers do not run yet. It returns false once the queue has shut down.
+func (o *Owner) writeNext(ctx context.Context, standby workqueue.TypedRateLimitingInterface[types.NamespacedName]) bool {
+	key, shutdown := standby.Get()
+	if shutdown {
+		return false
+	}
+	defer standby.Done(key)
+	o.mu.Lock()
+	reconciled := o.reconciled
+	o.mu.Unlock()
+	if reconciled {
+		standby.Forget(key)
+		return true
+	}
+	obj, err := o.newObj()
+	if err == nil {
+		err = o.cfg.Client.Get(ctx, key, obj)
+		if err == nil {
+			_, err = o.write(ctx, obj, true)
+		}
+	}
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		standby.Forget(key)
+	case ctx.Err() != nil:
+	default:
+		if !apierrors.IsConflict(err) {
+			o.log.Error(err, "standby status write failed; retrying", "name", key)
+		}
+		standby.AddRateLimited(key)
+	}
+	return true
+}

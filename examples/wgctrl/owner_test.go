@@ -1,0 +1,403 @@
+package wgctrl_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/watchgrade/watchgrade/examples/wgctrl"
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+	"github.com/watchgrade/watchgrade/watch/watchtest"
+)
+
+func TestMain(m *testing.M) {
+	watchtest.DisableHandleErrorBackoff()
+	os.Exit(m.Run())
+}
+
+var gbKey = types.NamespacedName{Namespace: "shop", Name: "gb"}
+
+// fixture is a Guestbook on controller-runtime's fake client, and an Owner
+// of Guestbooks that depend on ConfigMaps.
+type fixture struct {
+	client   client.Client
+	recorder *events.FakeRecorder
+	grade    *wgctrl.Grader
+	owner    *wgctrl.Owner
+}
+
+func newFixture(t *testing.T, deps ...client.Object) *fixture {
+	t.Helper()
+	gb := &Guestbook{ObjectMeta: metav1.ObjectMeta{Name: gbKey.Name, Namespace: gbKey.Namespace, Generation: 1}}
+	c := fake.NewClientBuilder().WithScheme(newScheme()).WithObjects(gb).WithStatusSubresource(gb).Build()
+	f := &fixture{client: c, recorder: events.NewFakeRecorder(100)}
+	var err error
+	f.grade, err = wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.owner, err = f.grade.NewOwner(wgctrl.OwnerConfig{Client: c, Recorder: f.recorder}, &Guestbook{}, deps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) reconcile(t *testing.T) {
+	t.Helper()
+	r := &GuestbookReconciler{Client: f.client, Readiness: f.owner}
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: gbKey}); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+}
+
+func (f *fixture) guestbook(t *testing.T) *Guestbook {
+	t.Helper()
+	gb := &Guestbook{}
+	if err := f.client.Get(context.Background(), gbKey, gb); err != nil {
+		t.Fatal(err)
+	}
+	return gb
+}
+
+// events drains the Events recorded so far.
+func (f *fixture) events() []string {
+	var out []string
+	for len(f.recorder.Events) > 0 {
+		out = append(out, <-f.recorder.Events)
+	}
+	return out
+}
+
+func condition(gb *Guestbook, typ string) (metav1.ConditionStatus, string) {
+	c := meta.FindStatusCondition(gb.Status.Conditions, typ)
+	if c == nil {
+		return "", ""
+	}
+	return c.Status, c.Reason
+}
+
+// A real informer, built by the Grader's hook, over watchtest's simulated
+// API server: RBAC denies the ConfigMaps from the start, then a human
+// repairs it. Time is virtual.
+func TestReconcilerOverWatchtest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, &corev1.ConfigMap{})
+		srv := watchtest.NewServer(watchtest.ServerOptions{})
+		srv.SetFaults(watchtest.Faults{Err: watchtest.Forbidden()})
+		inf := f.grade.NewInformer(srv, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { inf.RunWithContext(ctx) })
+		defer func() { cancel(); wg.Wait() }()
+
+		f.reconcile(t)
+		if s, r := condition(f.guestbook(t), wgreadiness.ConditionReconciling); s != metav1.ConditionTrue {
+			t.Errorf("at start, Reconciling = %s (%s), want True", s, r)
+		}
+		time.Sleep(wgwatch.DefaultHumanGrace + time.Minute)
+		synctest.Wait()
+		f.reconcile(t)
+		gb := f.guestbook(t)
+		if s, r := condition(gb, wgreadiness.ConditionStalled); s != metav1.ConditionTrue || r != string(wgwatch.ReasonForbidden) {
+			t.Errorf("denied: Stalled = %s (%s), want True (Forbidden)", s, r)
+		}
+		if gb.Status.ObservedGeneration != 1 {
+			t.Errorf("observedGeneration = %d, want 1", gb.Status.ObservedGeneration)
+		}
+		rv := gb.ResourceVersion
+		f.reconcile(t)
+		if got := f.guestbook(t).ResourceVersion; got != rv {
+			t.Errorf("a reconcile that changed nothing wrote the status (resourceVersion %s -> %s)", rv, got)
+		}
+		warnings := 0
+		for _, e := range f.events() {
+			if len(e) > 7 && e[:7] == "Warning" {
+				warnings++
+			}
+		}
+		if warnings != 1 {
+			t.Errorf("Warnings = %d, want 1", warnings)
+		}
+
+		srv.SetFaults(watchtest.Faults{})
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		f.reconcile(t)
+		if s, r := condition(f.guestbook(t), wgreadiness.ConditionReady); s != metav1.ConditionTrue {
+			t.Errorf("repaired: Ready = %s (%s), want True", s, r)
+		}
+	})
+}
+
+// fakeInformers stands for the manager's cache: the Guestbooks' informer
+// delivers one Guestbook; the ConfigMaps' kind is not served until served
+// is set.
+type fakeInformers struct {
+	mu     sync.Mutex
+	served bool
+	gb     client.Object
+}
+
+func (fi *fakeInformers) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	switch obj.(type) {
+	case *Guestbook:
+		return &fakeInformer{objs: []any{fi.gb}}, nil
+	case *corev1.ConfigMap:
+		if fi.served {
+			return &fakeInformer{}, nil
+		}
+		return nil, &meta.NoKindMatchError{GroupKind: schema.GroupKind{Kind: "ConfigMap"}}
+	}
+	return nil, &meta.NoKindMatchError{}
+}
+
+type fakeInformer struct {
+	cache.Informer
+	objs []any
+}
+
+func (fi *fakeInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	for _, o := range fi.objs {
+		h.OnAdd(o, true)
+	}
+	return nil, nil
+}
+
+// The standby writer tells an owner that a watched kind is not served,
+// with no Reconcile at all (the controller's workers wait for it), and
+// stands down once Reconcile runs.
+func TestStandbyWriterReportsKindNotServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, &corev1.ConfigMap{})
+		fi := &fakeInformers{gb: f.guestbook(t)}
+		cfg := wgctrl.OwnerConfig{Client: f.client, Recorder: f.recorder, Informers: fi}
+		owner, err := f.grade.NewOwner(cfg, &Guestbook{}, &corev1.ConfigMap{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.owner = owner
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- owner.Start(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Start: %v", err)
+			}
+		}()
+
+		time.Sleep(wgwatch.DefaultHumanGrace - time.Second)
+		synctest.Wait()
+		if s, _ := condition(f.guestbook(t), wgreadiness.ConditionStalled); s != "" {
+			t.Errorf("within the grace: Stalled = %s, want absent (nothing written)", s)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if s, r := condition(f.guestbook(t), wgreadiness.ConditionStalled); s != metav1.ConditionTrue || r != string(wgwatch.ReasonResourceNotFound) {
+			t.Errorf("past the grace: Stalled = %s (%s), want True (ResourceNotFound)", s, r)
+		}
+		if got := f.events(); len(got) != 1 || got[0][:7] != "Warning" {
+			t.Errorf("Events = %q, want one Warning", got)
+		}
+
+		fi.mu.Lock()
+		fi.served = true
+		fi.mu.Unlock()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		f.reconcile(t) // the controller's workers run: the standby writer stands down
+		if s, _ := condition(f.guestbook(t), wgreadiness.ConditionStalled); s != "" {
+			t.Errorf("served again and reconciled: Stalled = %s, want absent", s)
+		}
+		rv := f.guestbook(t).ResourceVersion
+		f.grade.StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseBlocked, Reason: wgwatch.ReasonForbidden, NeedsHuman: true})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := f.guestbook(t).ResourceVersion; got != rv {
+			t.Errorf("after Reconcile ran, the standby writer still wrote (resourceVersion %s -> %s)", rv, got)
+		}
+	})
+}
+
+// A name passed to Track that no informer has is a Stalled gate, not a
+// Reconciling that never ends; it goes once the informer exists.
+func TestTrackUnknownStream(t *testing.T) {
+	f := newFixture(t)
+	f.owner.Track(gbKey, "configmaps.v1") // the resource's name, not the kind's
+	f.reconcile(t)
+	if s, r := condition(f.guestbook(t), wgreadiness.ConditionStalled); s != metav1.ConditionTrue || r != wgctrl.ReasonUnknownStream {
+		t.Errorf("Stalled = %s (%s), want True (%s)", s, r, wgctrl.ReasonUnknownStream)
+	}
+	f.grade.NewInformer(watchtest.New(), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	name, err := f.grade.StreamName(&corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.owner.Track(gbKey, name)
+	f.reconcile(t)
+	gb := f.guestbook(t)
+	if s, _ := condition(gb, wgreadiness.ConditionStalled); s != "" {
+		t.Errorf("tracking %q: Stalled = %s, want absent", name, s)
+	}
+	if s, r := condition(gb, wgreadiness.ConditionReconciling); s != metav1.ConditionTrue || r != string(wgwatch.ReasonStarting) {
+		t.Errorf("tracking %q: Reconciling = %s (%s), want True (Starting)", name, s, r)
+	}
+}
+
+// Status of an owner whose status the API server sent in a shape no
+// condition list has returns an error; it never panics.
+func TestStatusRejectsBadStatus(t *testing.T) {
+	f := newFixture(t, &corev1.ConfigMap{})
+	for _, tc := range []struct {
+		name   string
+		status map[string]any
+	}{
+		{name: "conditions not a list", status: map[string]any{"conditions": "Ready"}},
+		{name: "condition not an object", status: map[string]any{"conditions": []any{"Ready"}}},
+		{name: "observedGeneration not a number", status: map[string]any{"observedGeneration": "one"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "webapp.example.com/v1", "kind": "Guestbook",
+				"metadata": map[string]any{"name": "gb", "namespace": "shop", "generation": int64(1)},
+				"status":   tc.status,
+			}}
+			if err := f.owner.Status(t.Context(), u); err == nil {
+				t.Errorf("Status(%v) = nil, want an error", tc.status)
+			}
+		})
+	}
+}
+
+func TestManagerOptions(t *testing.T) {
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := grade.ManagerOptions(manager.Options{})
+	if o.Cache.NewInformer == nil {
+		t.Error("Cache.NewInformer not set")
+	}
+	if o.MapperProvider == nil {
+		t.Error("MapperProvider not set")
+	}
+	if o.Controller.CacheSyncTimeout != wgctrl.CacheSyncTimeout {
+		t.Errorf("Controller.CacheSyncTimeout = %v, want %v", o.Controller.CacheSyncTimeout, wgctrl.CacheSyncTimeout)
+	}
+	mine := manager.Options{}
+	mine.Controller.CacheSyncTimeout = 5 * time.Minute
+	if got := grade.ManagerOptions(mine).Controller.CacheSyncTimeout; got != 5*time.Minute {
+		t.Errorf("a CacheSyncTimeout of the caller's became %v, want it kept", got)
+	}
+	// The metrics are reused, not registered twice, by a second Grader
+	// on one registry (a second manager in one process).
+	reg := prometheus.NewRegistry()
+	a, err := wgctrl.New(wgctrl.Options{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := wgctrl.New(wgctrl.Options{Registerer: reg})
+	if err != nil {
+		t.Fatalf("second New on one registry: %v", err)
+	}
+	if a.Metrics() != b.Metrics() {
+		t.Error("the second Grader did not reuse the registered metrics")
+	}
+}
+
+// A reconciler built without an Owner (kubebuilder's scaffolded controller
+// test builds it so) still runs: a nil Owner writes nothing.
+func TestNilOwner(t *testing.T) {
+	f := newFixture(t)
+	r := &GuestbookReconciler{Client: f.client}
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: gbKey}); err != nil {
+		t.Fatalf("Reconcile with a nil Owner: %v", err)
+	}
+	if got := f.guestbook(t).Status.Conditions; len(got) != 0 {
+		t.Errorf("a nil Owner wrote conditions: %v", got)
+	}
+	var o *wgctrl.Owner
+	if o.Requeue() == nil {
+		t.Error("a nil Owner's Requeue() = nil, want a source that queues nothing")
+	}
+}
+
+// A CRD whose status has no observedGeneration drops it on every write.
+// Status must notice and stop comparing it, or every reconcile (after a
+// restart, every one) would be a status write.
+func TestStatusWithoutObservedGenerationInTheSchema(t *testing.T) {
+	gb := &Guestbook{ObjectMeta: metav1.ObjectMeta{Name: gbKey.Name, Namespace: gbKey.Namespace, Generation: 1}}
+	base := fake.NewClientBuilder().WithScheme(newScheme()).WithObjects(gb).WithStatusSubresource(gb).Build()
+	writes := 0
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			writes++
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				unstructured.RemoveNestedField(u.Object, "status", "observedGeneration") // the API server's pruning
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	})
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, Recorder: events.NewFakeRecorder(10)}, &Guestbook{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &GuestbookReconciler{Client: c, Readiness: owner}
+	for range 3 {
+		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: gbKey}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if writes != 1 {
+		t.Errorf("3 reconciles that changed nothing after the first wrote the status %d times, want 1", writes)
+	}
+}
+
+// By default the watch metrics go on controller-runtime's registry, the
+// one the manager's metrics server serves, under watchgrade's own names.
+func TestMetricsOnTheManagersRegistry(t *testing.T) {
+	grade, err := wgctrl.New(wgctrl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grade.NewInformer(watchtest.New(), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	grade.Metrics().StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Resource: schema.GroupResource{Resource: "configmaps"}, Phase: wgwatch.PhaseStreaming})
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() == "watchgrade_watch_streams" {
+			return
+		}
+	}
+	t.Error("controller-runtime's registry has no watchgrade_watch_streams")
+}
