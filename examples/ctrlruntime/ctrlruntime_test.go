@@ -139,8 +139,9 @@ func TestNewInformerInstruments(t *testing.T) {
 				synctest.Wait()
 				synced := informer.HasSynced()
 				// The watch after the replay is live once it has stayed open
-				// for ShortSession.
-				time.Sleep(wgwatch.DefaultShortSession)
+				// for ShortSession and the informer has taken what it sent
+				// (a moment of quiet after that).
+				time.Sleep(wgwatch.DefaultShortSession + time.Second)
 				synctest.Wait()
 				cancel()
 				<-done
