@@ -98,9 +98,9 @@ func TestListWatchReplayWhoseWatchExpiresBacksOffAndEscalates(t *testing.T) {
 		stop()
 		lists := 0
 		for _, c := range lw.Calls() {
-			// A LIST of one object at the cursor is a check of the
-			// cursor, not a replay.
-			if c.Kind == watchtest.CallList && c.Options.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
+			// A LIST of one object with a timeoutSeconds is a check of
+			// the cursor, not a replay.
+			if c.Kind == watchtest.CallList && c.Options.TimeoutSeconds == nil {
 				lists++
 			}
 		}

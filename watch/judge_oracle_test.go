@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
@@ -122,17 +123,27 @@ func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, ope
 	// checksIn returns the checks of w's cursor made while w was open,
 	// and whether the stream was in doubt then: it checks at once, and
 	// goes live once a check is answered.
+	// A check is a consistent LIST of one object whose resourceVersion
+	// the stream compares with its cursor, or (for resourceVersions that
+	// do not compare) a LIST at the cursor.
 	checksIn := func(w watchtest.Request) (in []watchtest.Request, inDoubt bool) {
 		for _, c := range checks {
-			if c.Options.ResourceVersion == w.Options.ResourceVersion && !c.At.Before(w.At.Add(opened)) && (w.Closed.IsZero() || c.At.Before(w.Closed)) {
+			if (c.Options.ResourceVersion == "" || c.Options.ResourceVersion == w.Options.ResourceVersion) && !c.At.Before(w.At.Add(opened)) && (w.Closed.IsZero() || c.At.Before(w.Closed)) {
 				in = append(in, c)
 			}
 		}
 		return in, w.Options.ResourceVersion != "" && doubtAt(w.At)
 	}
+	saysAhead := func(c, w watchtest.Request) bool {
+		if c.Options.ResourceVersion == "" {
+			cmp, err := resourceversion.CompareResourceVersion(c.ResourceVersion, w.Options.ResourceVersion)
+			return c.Err == nil && err == nil && cmp < 0
+		}
+		return apierrors.HasStatusCause(c.Err, metav1.CauseTypeResourceVersionTooLarge)
+	}
 	wasAhead := func(w watchtest.Request) bool {
 		in, _ := checksIn(w)
-		return len(in) > 0 && w.FirstEvent.IsZero() && apierrors.HasStatusCause(in[len(in)-1].Err, metav1.CauseTypeResourceVersionTooLarge)
+		return len(in) > 0 && w.FirstEvent.IsZero() && saysAhead(in[len(in)-1], w)
 	}
 	var out []span
 	for _, r := range reqs {
@@ -158,7 +169,7 @@ func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, ope
 			// that failed confirms nothing.
 			var confirmed time.Time
 			for _, c := range in {
-				if c.Err == nil {
+				if c.Err == nil && !saysAhead(c, r) {
 					confirmed = c.At.Add(opened)
 					break
 				}

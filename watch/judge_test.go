@@ -640,10 +640,11 @@ func requestLog(reqs []watchtest.Request, start time.Time, n int) string {
 }
 
 // isCursorCheck reports whether r is a stream's check of its cursor (a
-// LIST of one object at the cursor, NotOlderThan): not a replay, and no
-// session of its own.
+// LIST of one object with a timeoutSeconds, or one at the cursor,
+// NotOlderThan): not a replay, and no session of its own.
 func isCursorCheck(r watchtest.Request) bool {
-	return r.Kind == watchtest.CallList && r.Options.Limit == 1 && r.Options.ResourceVersionMatch == metav1.ResourceVersionMatchNotOlderThan
+	return r.Kind == watchtest.CallList && r.Options.Limit == 1 &&
+		(r.Options.TimeoutSeconds != nil || r.Options.ResourceVersionMatch == metav1.ResourceVersionMatchNotOlderThan)
 }
 
 // replayTimes returns when each full replay was served: a LIST's first

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/utils/clock"
@@ -601,16 +602,45 @@ func (s *Stream) confirmed() {
 // and the stream replays. Match it with errors.Is.
 var ErrCursorAhead = errors.New("the server has not reached the stream's cursor")
 
-// cursorAhead asks the server whether its watch cache has reached cursor,
-// with one LIST of at most one object at resourceVersion cursor and
-// resourceVersionMatch NotOlderThan: served at once if it has; answered
-// after a few seconds with "too large resource version" (504, cause
-// ResourceVersionTooLarge) if it has not, as a server without a watch
-// cache answers from etcd too. It returns an error wrapping
-// ErrCursorAhead in that case, and nil otherwise: the server reached the
-// cursor. It reports whether it could tell: a LIST that failed otherwise
-// says nothing.
+// cursorCheckTimeout is the timeoutSeconds of a check of the cursor.
+const cursorCheckTimeout = 10 * time.Second
+
+// cursorAhead asks the server whether it has reached cursor. Where
+// resourceVersions are integers (every kube-apiserver: they compare as
+// such, see apimachinery's resourceversion.CompareResourceVersion), it
+// makes one consistent LIST of at most one object (resourceVersion unset)
+// and compares the list's resourceVersion, the server's current revision,
+// with the cursor: served at once, from the watch cache once it has caught
+// up with etcd, or from etcd. Otherwise it asks at the cursor with
+// resourceVersionMatch NotOlderThan, which a server that has not reached it
+// answers "too large resource version" (504, cause
+// ResourceVersionTooLarge) after about 3 s, and which client-go's REST
+// client retries as its Retry-After says, up to 10 times: about 45 s. It
+// returns an error wrapping ErrCursorAhead if the server is behind the
+// cursor, nil if it has reached it, and told false if it could not tell
+// (a LIST that failed).
 func (s *Stream) cursorAhead(ctx context.Context, cursor string) (ahead error, told bool) {
+	if _, err := resourceversion.CompareResourceVersion(cursor, cursor); err == nil {
+		// timeoutSeconds tells the server how long the answer is worth
+		// waiting for (a watch's bound, which a LIST does not need), and
+		// tells a reader of the server's requests (the judge) that this
+		// LIST is a check and not a replay's first page.
+		list, err := s.lw.ListWithContext(ctx, metav1.ListOptions{Limit: 1, TimeoutSeconds: ptr.To(int64(cursorCheckTimeout / time.Second))})
+		if err != nil {
+			return nil, false
+		}
+		m, err := meta.ListAccessor(list)
+		if err != nil {
+			return nil, false
+		}
+		current := m.GetResourceVersion()
+		if c, err := resourceversion.CompareResourceVersion(current, cursor); err == nil {
+			if c >= 0 {
+				return nil, true
+			}
+			return fmt.Errorf("%w (resourceVersion %s, the server's is %s)", ErrCursorAhead, cursor, current), true
+		}
+	}
 	_, err := s.lw.ListWithContext(ctx, metav1.ListOptions{
 		ResourceVersion: cursor, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 1,
 	})

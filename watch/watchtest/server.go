@@ -190,6 +190,9 @@ type Request struct {
 	Closed time.Time
 	// Events counts the events and bookmarks the watch delivered.
 	Events int
+	// ResourceVersion is the resourceVersion of the list a LIST answered
+	// with; empty for watches and for a LIST that failed.
+	ResourceVersion string
 	// CutOff is true when the server closed the watch because its
 	// consumer left the cacher's buffers full (see [ServerOptions]
 	// WatchChannelSize).

@@ -79,6 +79,11 @@ func (s *Server) ListWithContext(ctx context.Context, options metav1.ListOptions
 	if r.err != nil {
 		return nil, s.failList(req, r.err)
 	}
+	if m, err := meta.ListAccessor(r.list); err == nil {
+		s.mu.Lock()
+		req.ResourceVersion = m.GetResourceVersion()
+		s.mu.Unlock()
+	}
 	return r.list, nil
 }
 

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/pem"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -23,6 +25,13 @@ const (
 	// carrying a 410 Expired Status, then closes it, as a server behind a
 	// stale cache would to every cursor.
 	ExpireAtOnce WatchFault = "ExpireAtOnce"
+	// PassThrough forwards every watch to the apiserver untouched (for a
+	// FlapServer that spoils only watch-lists).
+	PassThrough WatchFault = "PassThrough"
+	// CutAfter forwards every watch to the apiserver and ends it cleanly
+	// [FlapOptions.Cut] after it opens, as a proxy or load balancer with a
+	// short stream timeout does. Events that arrive in time get through.
+	CutAfter WatchFault = "CutAfter"
 )
 
 // FlapOptions configures a [FlapServer]. The zero value closes every watch
@@ -34,6 +43,12 @@ type FlapOptions struct {
 	// RefuseWatchList answers watch-list requests (sendInitialEvents) with
 	// the 422 a server with the WatchList feature off gives.
 	RefuseWatchList bool
+	// WatchListErrorEvent answers watch-list requests with a 200 and one
+	// ERROR event carrying a 500, then closes them, as a server whose etcd
+	// lacks watch-progress support does. Plain watches get Watch.
+	WatchListErrorEvent bool
+	// Cut is how long a CutAfter watch stays open.
+	Cut time.Duration
 }
 
 // FlapServer is an HTTPS reverse proxy to the apiserver that spoils every
@@ -41,8 +56,10 @@ type FlapOptions struct {
 // through with the admin's credentials.
 type FlapServer struct {
 	srv     *httptest.Server
+	healed  atomic.Bool
 	watches atomic.Int64
 	lists   atomic.Int64
+	checks  atomic.Int64
 	refused atomic.Int64
 }
 
@@ -71,9 +88,18 @@ func NewFaultServer(t TB, c *Cluster, opts FlapOptions) *FlapServer {
 	f.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if watch := q.Get("watch"); watch != "true" && watch != "1" {
-			if r.Method == http.MethodGet && q.Get("continue") == "" {
+			switch {
+			case r.Method != http.MethodGet || q.Get("continue") != "":
+			case q.Get("limit") == "1" && (q.Get("timeoutSeconds") != "" || q.Get("resourceVersionMatch") == "NotOlderThan"):
+				f.checks.Add(1)
+			default:
 				f.lists.Add(1)
 			}
+			rp.ServeHTTP(w, r)
+			return
+		}
+		if f.healed.Load() {
+			f.watches.Add(1)
 			rp.ServeHTTP(w, r)
 			return
 		}
@@ -82,7 +108,22 @@ func NewFaultServer(t TB, c *Cluster, opts FlapOptions) *FlapServer {
 			refuseWatchList(w)
 			return
 		}
+		if opts.WatchListErrorEvent && q.Get("sendInitialEvents") == "true" {
+			f.refused.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			fmt.Fprintln(w, `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Internal error occurred: the watch-list feature requires etcd's watch progress notifications","reason":"InternalError","code":500}}`)
+			return
+		}
 		f.watches.Add(1)
+		switch opts.Watch {
+		case PassThrough:
+			rp.ServeHTTP(w, r)
+			return
+		case CutAfter:
+			forwardFor(w, r, transport, target, opts.Cut)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		if opts.Watch == ExpireAtOnce {
@@ -100,6 +141,47 @@ func refuseWatchList(w http.ResponseWriter) {
 	fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled","reason":"Invalid","details":{"group":"meta.k8s.io","kind":"ListOptions","causes":[{"reason":"FieldValueForbidden","message":"Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled","field":"sendInitialEvents"}]},"code":422}`)
 }
 
+// forwardFor forwards r to the apiserver at target and streams its answer
+// back for at most d, then ends the response cleanly (a chunked response's
+// last chunk: the client sees the watch close, not a reset). A reverse
+// proxy whose request times out aborts the connection instead.
+func forwardFor(w http.ResponseWriter, r *http.Request, rt http.RoundTripper, target *url.URL, d time.Duration) {
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	defer cancel()
+	out := r.Clone(ctx)
+	out.URL.Scheme, out.URL.Host, out.Host, out.RequestURI = target.Scheme, target.Host, target.Host, ""
+	res, err := rt.RoundTrip(out)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer res.Body.Close()
+	for k, v := range res.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(res.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := res.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Heal makes the FlapServer pass every request through from now on; the
+// watches it already spoiled stay as they were.
+func (f *FlapServer) Heal() { f.healed.Store(true) }
+
 // Config returns a client config that reaches the apiserver through the
 // FlapServer.
 func (f *FlapServer) Config() *rest.Config {
@@ -111,7 +193,13 @@ func (f *FlapServer) Config() *rest.Config {
 // watch-lists not counted).
 func (f *FlapServer) Watches() int64 { return f.watches.Load() }
 
-// Lists returns how many LISTs (first pages) it has passed through.
+// Checks returns how many checks of a stream's cursor (a LIST of one
+// object with a timeoutSeconds, or one at the cursor) it has passed
+// through; they are not counted as LISTs.
+func (f *FlapServer) Checks() int64 { return f.checks.Load() }
+
+// Lists returns how many LISTs (first pages) it has passed through,
+// checks of a cursor not counted.
 func (f *FlapServer) Lists() int64 { return f.lists.Load() }
 
 // RefusedWatchLists returns how many watch-list requests it has refused.

@@ -21,16 +21,17 @@ import (
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 )
 
-// shortWatches asks the server to end every watch after 1 s, as
-// --min-request-timeout=1 does for clients that send no timeout: an
-// informer always sends one (5–10 minutes), so this is how its sessions
-// end routinely within a test.
+// shortWatches asks the server to end every watch after 2 s, as
+// --min-request-timeout=1 does (1 to 2 s) for clients that send no
+// timeout: an informer always sends one (5–10 minutes), so this is how its
+// sessions end routinely within a test. Each stays open past ShortSession
+// (1 s), which makes it live.
 func shortWatches(lw cache.ListerWatcher) cache.ListerWatcher {
 	inner := cache.ToListerWatcherWithContext(lw)
 	return &cache.ListWatch{
 		ListWithContextFunc: inner.ListWithContext,
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
-			o.TimeoutSeconds = ptr.To[int64](1)
+			o.TimeoutSeconds = ptr.To[int64](2)
 			return inner.WatchWithContext(ctx, o)
 		},
 	}
@@ -127,8 +128,8 @@ func TestInformers(t *testing.T) {
 			return fmt.Sprint(got) == fmt.Sprint(want)
 		})
 		o := p.outcomes()
-		if o[wgwatch.OutcomeClosed] < 10 || o[wgwatch.OutcomeError] != 0 || o[wgwatch.OutcomeExpired] != 0 {
-			t.Errorf("outcomes %v, want at least 10 closed and no error or expired", o)
+		if o[wgwatch.OutcomeClosed] < 5 || o[wgwatch.OutcomeError] != 0 || o[wgwatch.OutcomeExpired] != 0 {
+			t.Errorf("outcomes %v, want at least 5 closed and no error or expired", o)
 		}
 		if ctl.readyLeftTrue() || ctl.events.count(corev1.EventTypeWarning) != 0 {
 			t.Errorf("Ready left True or a Warning was recorded: states %v, events %v", p.stateLog(), ctl.events.logCopy())

@@ -73,8 +73,8 @@ func TestReplayLoopBehindProxy(t *testing.T) {
 	if snapshots < 1 {
 		t.Errorf("no snapshot delivered, want the replay's")
 	}
-	fmt.Printf("e2e: replay-loop flapping_after=%.1fs seconds=%.0f lists=%d replays_per_minute=%.1f watches=%d snapshots=%d streaming_published=%d\n",
-		flappingAfter.Seconds(), elapsed.Seconds(), lists, float64(lists)/elapsed.Minutes(), watches, snapshots, p.published(wgwatch.PhaseStreaming))
+	fmt.Printf("e2e: replay-loop flapping_after=%.1fs seconds=%.0f lists=%d replays_per_minute=%.1f cursor_checks=%d watches=%d snapshots=%d streaming_published=%d\n",
+		flappingAfter.Seconds(), elapsed.Seconds(), lists, float64(lists)/elapsed.Minutes(), proxy.Checks(), watches, snapshots, p.published(wgwatch.PhaseStreaming))
 }
 
 // Watch-list refused (as by a server with the feature off), and every
@@ -109,8 +109,8 @@ func TestListWatchReplayWhoseWatchExpires(t *testing.T) {
 	if bound := int64(3 + humanAfter/wgwatch.DefaultMaxBackoff); lists > bound {
 		t.Errorf("%d LISTs in %v, want at most %d", lists, humanAfter.Round(time.Second), bound)
 	}
-	fmt.Printf("e2e: list-watch-410 lists=%d refused_watch_lists=%d watches=%d needs_human_after=%.1fs deadline=%v streaming_published=0 states=%v\n",
-		lists, refused, proxy.Watches(), humanAfter.Seconds(), deadline, p.stateLog())
+	fmt.Printf("e2e: list-watch-410 lists=%d cursor_checks=%d refused_watch_lists=%d watches=%d needs_human_after=%.1fs deadline=%v streaming_published=0 states=%v\n",
+		lists, proxy.Checks(), refused, proxy.Watches(), humanAfter.Seconds(), deadline, p.stateLog())
 }
 
 // A stream started from resourceVersion "0" ("any", to the server) used to
