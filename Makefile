@@ -34,8 +34,9 @@ unit:
 JUDGE_SCHEDULES ?= 5000
 
 judge:
-	@$(GO) test -count=1 -v -run '^TestJudge$$' ./watch/ -judge.schedules=$(JUDGE_SCHEDULES) > judge.log 2>&1; rc=$$?; \
-		grep -E '^judge:|broke the invariants|^(FAIL|ok) ' judge.log; exit $$rc
+	@$(GO) test -count=1 -v -run '^TestJudge$$' -coverpkg=./watch/,./watch/watchtest/ -coverprofile=judge.cover ./watch/ -judge.schedules=$(JUDGE_SCHEDULES) > judge.log 2>&1; rc=$$?; \
+		grep -E '^judge:|broke the invariants|^(FAIL|ok) ' judge.log; \
+		echo "judge: coverage=$$($(GO) tool cover -func=judge.cover | awk '/^total:/ {print $$3}') of the statements of watch and watchtest, by the judge alone"; exit $$rc
 
 # The pipeline judge (internal/pipeline): PIPELINE_HISTORIES random
 # histories of a controller's world (streams and informers over the
@@ -77,7 +78,7 @@ fuzz-pipeline:
 # embedded etcds do not race for a port. Full logs go to $(E2E_LOG); the
 # console shows each test, its failures, and one summary line per scenario
 # ("e2e: ...").
-E2E_FIRST := ^(TestInformers|TestExpiryAfterAPIServerRestart|TestAPIServerOutage|TestTeardownMidSession|TestHarnessStarts|TestReplayLoopBehindProxy|TestListWatchReplayWhoseWatchExpires)$$
+E2E_FIRST := ^(TestSteadyCutsDoNotFlap|TestInformers|TestExpiryAfterAPIServerRestart|TestAPIServerOutage|TestTeardownMidSession|TestHarnessStarts|TestReplayLoopBehindProxy|TestListWatchReplayWhoseWatchExpires)$$
 E2E_FLAGS := -test.v -test.count=1 -test.timeout=30m
 
 e2e:

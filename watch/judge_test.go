@@ -532,7 +532,9 @@ func play(t *testing.T, sc schedule) (v verdict) {
 			stop, store = runInformer(t, srv, p)
 		} else {
 			opts := sc.stream
-			opts.Resource, opts.Observer = configmaps, p
+			// Through Observers, as a controller wires its metrics and
+			// its accumulator beside each other.
+			opts.Resource, opts.Observer = configmaps, wgwatch.Observers(nil, p)
 			s, err := wgwatch.NewStream(srv, p, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -579,6 +581,18 @@ func play(t *testing.T, sc schedule) (v verdict) {
 		for name := range got {
 			if _, ok := want[name]; !ok {
 				v.add(&v.ghosts, "ghost: %s is gone from the server, the consumer still has it", name)
+			}
+		}
+		if w.stream != nil {
+			// What the stream says it is, asked, is what it last said.
+			p.mu.Lock()
+			var last wgwatch.State
+			if n := len(p.states); n > 0 {
+				last = p.states[n-1].v
+			}
+			p.mu.Unlock()
+			if got := w.stream.State(); got != last {
+				v.add(&v.dishonest, "dishonest: State() = %s/%s, last published %s/%s", got.Phase, got.Reason, last.Phase, last.Reason)
 			}
 		}
 		stop()

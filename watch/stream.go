@@ -133,10 +133,11 @@ type StreamOptions struct {
 	WatchTimeout time.Duration
 	// CursorCheck is how long a session resumed from a cursor may deliver
 	// nothing, no event and no bookmark, before the stream asks the server
-	// whether it has reached the cursor: one LIST of at most one object at
-	// the cursor with resourceVersionMatch NotOlderThan, which the watch
-	// cache answers at once if it has, and after about 3 s with "too large
-	// resource version" if it has not. A kube-apiserver answers a watch
+	// whether it has reached the cursor: one consistent LIST of at most
+	// one object, whose resourceVersion (the server's current revision)
+	// it compares with the cursor (see "A server behind the cursor" in the
+	// package doc for resourceVersions that do not compare). A
+	// kube-apiserver answers a watch
 	// from a resourceVersion it has not reached with silence, not an
 	// error: after an etcd restore without a revision bump, a cluster
 	// rebuilt behind the same address, or a Cursor persisted from another
