@@ -215,7 +215,16 @@
 // collections larger than a page, the cut-off of slow consumers, slow,
 // stuck and failing handlers), and checks each of these against the
 // history's ground truth as the consumer saw it. The two cases out of
-// reach above are the judge's only exemptions.
+// reach above are the judge's only exemptions. Over 5,000 histories it
+// runs about 87 % of the statements of this package and of watchtest's
+// Server (make judge prints the figure). What it leaves to other tests:
+// input no server sends (nil watches and objects, events without a
+// resourceVersion, bad options: FuzzStreamEvents and the unit tests);
+// resourceVersions that are not integers (the cursor check's other way);
+// the entry points without a context and the accessors client-go and the
+// judge do not call; the simulator's answers to requests a stream never
+// makes (an exact LIST, invalid options); and watchtest's scripted
+// ListerWatcher, another fake.
 //
 // # Replay and the consumer's contract
 //

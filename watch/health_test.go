@@ -165,7 +165,7 @@ func TestProductiveSessionsEndingInErrorStayHealthy(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := newServer(t, watchtest.ServerOptions{}, "a")
 			p := newProbe()
-			stop, _ := runInformer(t, srv, p)
+			stop, _, _ := runInformer(t, srv, p)
 			script(t, srv)
 			stop()
 			if at := p.firstNeedsHuman(); at >= 0 {
@@ -177,8 +177,8 @@ func TestProductiveSessionsEndingInErrorStayHealthy(t *testing.T) {
 
 // runInformer runs a client-go informer over an instrumented lw until the
 // returned stop is called, which waits for it to return; it returns the
-// informer's store too.
-func runInformer(t *testing.T, lw cache.ListerWatcher, p *probe) (stop func(), store cache.Store) {
+// informer's store and the instrumented ListerWatcher's State too.
+func runInformer(t *testing.T, lw cache.ListerWatcher, p *probe) (stop func(), store cache.Store, state func() wgwatch.State) {
 	t.Helper()
 	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{Resource: configmaps, Observer: p})
 	if err != nil {
@@ -207,7 +207,7 @@ func runInformer(t *testing.T, lw cache.ListerWatcher, p *probe) (stop func(), s
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { inf.RunWithContext(ctx); close(done) }()
-	return func() { cancel(); <-done }, inf.GetStore()
+	return func() { cancel(); <-done }, inf.GetStore(), ilw.State
 }
 
 // client-go's reflector tries a watch-list on every ListAndWatch; a server
@@ -218,7 +218,7 @@ func TestInstrumentWatchListRefusalIsRoutine(t *testing.T) {
 		srv := newServer(t, watchtest.ServerOptions{}, "a")
 		srv.SetFaults(watchtest.Faults{RefuseWatchList: true})
 		p := newProbe()
-		stop, _ := runInformer(t, srv, p)
+		stop, _, _ := runInformer(t, srv, p)
 		for minute := 1; minute <= 30; minute++ {
 			time.Sleep(time.Minute)
 			if _, err := srv.Update(watchtest.ConfigMap("a", "")); err != nil {

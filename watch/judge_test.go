@@ -528,14 +528,21 @@ func play(t *testing.T, sc schedule) (v verdict) {
 		p.delay = w.handlerDelay
 		var stop func()
 		var store cache.Store
+		var stateOf func() wgwatch.State
 		if sc.informer {
-			stop, store = runInformer(t, srv, p)
+			stop, store, stateOf = runInformer(t, srv, p)
 		} else {
 			opts := sc.stream
 			// Through Observers, as a controller wires its metrics and
 			// its accumulator beside each other.
 			opts.Resource, opts.Observer = configmaps, wgwatch.Observers(nil, p)
-			s, err := wgwatch.NewStream(srv, p, opts)
+			// Some handlers through HandlerFuncs, as a caller with two
+			// closures writes them.
+			var h wgwatch.Handler = p
+			if sc.seed%2 == 0 {
+				h = wgwatch.HandlerFuncs{SnapshotFunc: p.Snapshot, EventFunc: p.Event}
+			}
+			s, err := wgwatch.NewStream(srv, h, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -543,6 +550,7 @@ func play(t *testing.T, sc schedule) (v verdict) {
 			// schedule replays exactly.
 			wgwatch.SetStreamRand(s, rand.New(rand.NewPCG(sc.seed, 2)).Float64)
 			w.stream = s
+			stateOf = s.State
 			stop = runStream(t, s)
 		}
 		for _, st := range sc.steps {
@@ -583,7 +591,7 @@ func play(t *testing.T, sc schedule) (v verdict) {
 				v.add(&v.ghosts, "ghost: %s is gone from the server, the consumer still has it", name)
 			}
 		}
-		if w.stream != nil {
+		{
 			// What the stream says it is, asked, is what it last said.
 			p.mu.Lock()
 			var last wgwatch.State
@@ -591,7 +599,7 @@ func play(t *testing.T, sc schedule) (v verdict) {
 				last = p.states[n-1].v
 			}
 			p.mu.Unlock()
-			if got := w.stream.State(); got != last {
+			if got := stateOf(); got != last {
 				v.add(&v.dishonest, "dishonest: State() = %s/%s, last published %s/%s", got.Phase, got.Reason, last.Phase, last.Reason)
 			}
 		}

@@ -253,7 +253,7 @@ func TestInstrumentWatchListRefusedInStreamIsRoutine(t *testing.T) {
 		)
 		lw.AddLists(watchtest.List{ResourceVersion: "4", Objects: []runtime.Object{watchtest.ConfigMap("a", "3")}})
 		p := newProbe()
-		stop, store := runInformer(t, lw, p)
+		stop, store, _ := runInformer(t, lw, p)
 		time.Sleep(time.Minute)
 		n := len(store.List())
 		stop()
@@ -454,7 +454,7 @@ func TestFirstSessionStallEscalates(t *testing.T) {
 				},
 			}
 			p := newProbe()
-			stop, _ := runInformer(t, watchListOff{lw}, p)
+			stop, _, _ := runInformer(t, watchListOff{lw}, p)
 			time.Sleep(deadline + time.Second)
 			st := s0(p)
 			close(release)
