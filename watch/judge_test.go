@@ -378,6 +378,10 @@ type world struct {
 	// restoredBack is true once etcd was restored without a revision
 	// bump: resourceVersions went back.
 	restoredBack bool
+	// latency is the server's, and pageSize the stream's ListPageSize:
+	// what a replay takes the server to serve.
+	latency  watchtest.Latency
+	pageSize int64
 
 	mu      sync.Mutex
 	handler map[slot]*interval // the handler faults in force; guarded by mu
@@ -510,7 +514,8 @@ func play(t *testing.T, sc schedule) (v verdict) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := watchtest.NewServer(sc.server)
 		p := newProbe()
-		w := &world{srv: srv, start: p.start, faults: map[slot]watchtest.Faults{}, open: map[slot]*interval{}, handler: map[slot]*interval{}}
+		w := &world{srv: srv, start: p.start, faults: map[slot]watchtest.Faults{}, open: map[slot]*interval{}, handler: map[slot]*interval{},
+			latency: sc.server.Latency, pageSize: sc.stream.ListPageSize}
 		switch nr := sc.server.RestartNotReady; {
 		case nr == 0:
 			w.restartNotReady = 2 * time.Second // the server's default
