@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -57,6 +58,9 @@ var (
 	secrets    = watchtarget.ResourceRef{Version: "v1", Resource: "secrets"}
 )
 
+// discardKlog sends klog's output nowhere, once per process.
+var discardKlog sync.Once
+
 // run starts the servers (unless opts.kubeconfig names a cluster), tells
 // the story and returns its summary.
 func run(ctx context.Context, opts options) (summary, error) {
@@ -73,8 +77,10 @@ func run(ctx context.Context, opts options) (summary, error) {
 	rec := newRecorder(start)
 	if !opts.serverLogs {
 		// The servers and client-go log through klog; the demo's output is
-		// its own.
-		klog.SetLogger(logr.Discard())
+		// its own. klog's logger is process-wide and read by every
+		// server goroutine: set it once, before any of them (a second
+		// run in the same process, as the test makes, would race them).
+		discardKlog.Do(func() { klog.SetLogger(logr.Discard()) })
 	}
 	if opts.kubeconfig != "" {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
