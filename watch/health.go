@@ -21,6 +21,9 @@ type history struct {
 	// humanSince is when the current run of failures that need a human
 	// began; zero when the last ending was not one.
 	humanSince time.Time
+	// humanHandler is true when the last ending of that run was the
+	// handler's failure.
+	humanHandler bool
 	// expiredSince is when the cursor first expired since then.
 	expiredSince time.Time
 	shortCloses  int
@@ -58,10 +61,16 @@ func (h *history) record(e Ending, v Verdict, now time.Time) {
 	h.failures++
 	h.replays = e.Replays
 	switch {
-	case v.Class != ClassNeedsHuman:
-		h.humanSince = time.Time{}
-	case h.humanSince.IsZero():
-		h.humanSince = now
+	case v.Class == ClassNeedsHuman:
+		if h.humanSince.IsZero() {
+			h.humanSince = now
+		}
+		h.humanHandler = e.Cause == CauseHandler
+	case v.Class == ClassExpired && h.humanHandler:
+		// A cursor that expired while the handler kept failing says
+		// nothing of the handler: the run goes on into the replay.
+	default:
+		h.humanSince, h.humanHandler = time.Time{}, false
 	}
 	if v.Class == ClassExpired && h.expiredSince.IsZero() {
 		h.expiredSince = now

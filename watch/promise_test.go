@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
@@ -726,6 +727,58 @@ func TestStreamHandlerBehindIsBlocked(t *testing.T) {
 		}
 		if diff := cmp.Diff(viewOfObjects(srv.Objects()), h.viewOf()); diff != "" {
 			t.Errorf("view (-server +consumer):\n%s", diff)
+		}
+	})
+}
+
+// A handler that fails with a cause a human must fix (its status writes
+// forbidden) while the stream's cursor expires: the replay's snapshot
+// fails the same way. The run of failures goes on through the expiry, so
+// NeedsHuman, once published, stays until the handler is fixed: not
+// retracted and published again (each a Warning in a controller).
+func TestHandlerNeedsHumanThroughAnExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, watchtest.ServerOptions{DisableWatchCache: true}, "a")
+		p := newProbe()
+		forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "a", errors.New("update status"))
+		var broken atomic.Bool
+		p.fail = func(time.Time, string) error {
+			if broken.Load() {
+				return forbidden
+			}
+			return nil
+		}
+		stop := runStream(t, newStream(t, srv, p, wgwatch.StreamOptions{}))
+		time.Sleep(time.Minute)
+		broken.Store(true)
+		_, _ = srv.Update(watchtest.ConfigMap("a", ""))
+		time.Sleep(2 * time.Minute)
+		// The cursor expires while the handler keeps failing (without a
+		// watch cache, a compaction past it does).
+		_, _ = srv.Update(watchtest.ConfigMap("a", ""))
+		srv.Compact()
+		srv.CloseWatches()
+		time.Sleep(3 * time.Minute)
+		broken.Store(false)
+		time.Sleep(3 * time.Minute)
+		stop()
+
+		var retracted, warnings int
+		was := false
+		for _, st := range p.counts().states {
+			switch {
+			case st.v.NeedsHuman && !was:
+				warnings++
+			case !st.v.NeedsHuman && was && st.v.Phase != wgwatch.PhaseStreaming:
+				retracted++
+			}
+			was = st.v.NeedsHuman
+		}
+		if warnings != 1 || retracted != 0 {
+			t.Errorf("NeedsHuman published %d times and retracted %d times before the fix, want once and never:%s", warnings, retracted, p.stateLog())
+		}
+		if st := p.counts().states; len(st) == 0 || st[len(st)-1].v.Phase != wgwatch.PhaseStreaming {
+			t.Errorf("not Streaming once the handler was fixed:%s", p.stateLog())
 		}
 	})
 }
