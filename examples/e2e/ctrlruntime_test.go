@@ -36,16 +36,19 @@ func TestControllerRuntimeController(t *testing.T) {
 	})
 }
 
-// shortWatches asks the server to end every watch after one second. An
+// shortWatches asks the server to end every watch after two seconds. An
 // informer's reflector sends a timeout of its own (5 to 10 minutes), which
 // the server honours over --min-request-timeout; this puts the routine
-// closes of a real cluster's 30 to 60 minutes within the test.
+// closes of a real cluster's 30 to 60 minutes within the test. Two, not
+// one: a session goes live once it has stayed open for ShortSession (1 s)
+// and the informer has taken what it delivered, so watches of exactly one
+// second would close before they go live, and be graded as flapping.
 func shortWatches(next http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
 		q := req.URL.Query()
 		if q.Get("watch") == "true" || q.Get("watch") == "1" {
 			req = req.Clone(req.Context())
-			q.Set("timeoutSeconds", "1")
+			q.Set("timeoutSeconds", "2")
 			req.URL.RawQuery = q.Encode()
 		}
 		return next.RoundTrip(req)
