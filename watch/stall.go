@@ -140,10 +140,15 @@ func (w *stallWatch) check(s *Stream) {
 		}
 		if st.Phase != "" {
 			// Set before the last look, so that a call returning now
-			// either is seen here or sees the stall in leave.
-			w.stalled.Store(true)
+			// either is seen here or sees the stall in leave. A stall
+			// published by an earlier look stays set: the call that
+			// returns now must find it in leave, to be watched for
+			// ShortSession again.
+			was := w.stalled.Swap(true)
 			if w.calls.Load() != calls {
-				w.stalled.Store(false)
+				if !was {
+					w.stalled.Store(false)
+				}
 				w.seen, w.since = w.calls.Load(), now
 				break
 			}
