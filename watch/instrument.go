@@ -350,18 +350,20 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 	// and is not live yet: it goes live once what the server sent before
 	// then is forwarded (see Stream.consume).
 	opened := false
+	var openedAt time.Time
 	for {
 		var ev apiwatch.Event
 		var open, got bool
 		if healthy != nil {
 			select {
 			case <-healthy:
-				healthy, opened = nil, true
+				healthy, opened, openedAt = nil, true, g.parent.clock.Now()
 			default:
 			}
 		}
 		if opened {
-			if ev, open, got = settled(in); !got {
+			// Quiet, or still busy ShortSession later (see Stream).
+			if ev, open, got = settled(in); !got || g.parent.clock.Since(openedAt) >= g.parent.opts.Policy.ShortSession {
 				opened, r.live = false, true
 				g.parent.live()
 			}
@@ -388,7 +390,7 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 				r.cause = ""
 				return r, graded
 			case <-healthy:
-				healthy, opened = nil, true
+				healthy, opened, openedAt = nil, true, g.parent.clock.Now()
 				continue
 			case ev, open = <-in:
 			}

@@ -782,3 +782,25 @@ func TestHandlerNeedsHumanThroughAnExpiry(t *testing.T) {
 		}
 	})
 }
+
+// A collection that changes faster than the stream's moment of quiet
+// (1 ms) for longer than ShortSession: the session never goes quiet, and
+// used never to go live (Blocked at TransientGrace on a healthy, busy
+// cluster). Still busy ShortSession after it opened, it is live.
+func TestStreamLiveUnderAFirehose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, watchtest.ServerOptions{}, "a")
+		p := newProbe()
+		stop := runStream(t, newStream(t, srv, p, wgwatch.StreamOptions{}))
+		synctest.Wait()
+		for range 10000 { // a write every 500 µs for 5 s
+			_, _ = srv.Update(watchtest.ConfigMap("a", ""))
+			time.Sleep(500 * time.Microsecond)
+		}
+		st := p.counts().states
+		stop()
+		if len(st) == 0 || st[len(st)-1].v.Phase != wgwatch.PhaseStreaming {
+			t.Errorf("not Streaming after 5 s of a write every 500 µs:%s", p.stateLog())
+		}
+	})
+}

@@ -386,18 +386,24 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	// backlog means the server ended the session sooner; a consumer that
 	// never catches up is not live either.
 	opened := false
+	var openedAt time.Time
 	for {
 		var ev apiwatch.Event
 		var ok, got bool
 		if healthy != nil {
 			select {
 			case <-healthy:
-				healthy, opened = nil, true
+				healthy, opened, openedAt = nil, true, s.clock.Now()
 			default:
 			}
 		}
 		if opened {
-			if ev, ok, got = settled(results); !got {
+			if ev, ok, got = settled(results); !got || s.clock.Since(openedAt) >= s.opts.Policy.ShortSession {
+				// Quiet: the stream has taken what the server sent. Or
+				// still busy ShortSession later: the server keeps
+				// sending, and a backlog from before would have been
+				// taken by then (a handler slow enough to take longer is
+				// watched on its own, above and in stallWatch).
 				opened = false
 				goneLive()
 			}
@@ -424,7 +430,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			case <-deadline:
 				return ended(CauseReplayDeadline, nil)
 			case <-healthy:
-				healthy, opened = nil, true
+				healthy, opened, openedAt = nil, true, s.clock.Now()
 				continue
 			case <-check:
 				// The check runs beside the session, which the stream
