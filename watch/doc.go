@@ -29,9 +29,10 @@
 // A stream's health is judged over time, not per session. A session is
 // live once, after its replay if it had one, it has stayed open for
 // [Policy.ShortSession] and the stream has taken what the server sent
-// before then: what it delivers sooner does not count (behind a proxy that
-// cuts every watch at once, an event slipping through a cut session is not
-// health), nor does time the stream spent inside a handler call of
+// before then (a moment of quiet, or, for a collection that never goes
+// quiet, ShortSession more of events): what it delivers sooner does not
+// count (behind a proxy that cuts every watch at once, an event slipping
+// through a cut session is not health), nor does time the stream spent inside a handler call of
 // ShortSession or more (the server may have ended the session meanwhile).
 // Only then is Streaming published, so a stream that keeps replaying is
 // not Streaming. A live session is healthy however it ended: forty minutes
