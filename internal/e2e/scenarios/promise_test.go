@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -40,7 +39,15 @@ func serverNames(t *testing.T, client dynamic.Interface) map[string]bool {
 // viewMatches reports whether the probe's view holds exactly names.
 func (p *probe) viewMatches(names map[string]bool) bool {
 	view := p.viewCopy()
-	return len(view) == len(names) && !slices.ContainsFunc(slices.Collect(maps.Keys(view)), func(n string) bool { return !names[n] })
+	if len(view) != len(names) {
+		return false
+	}
+	for n := range view {
+		if !names[n] {
+			return false
+		}
+	}
+	return true
 }
 
 // A stream started from a cursor the apiserver has not reached (an etcd
