@@ -368,10 +368,10 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 				g.parent.live()
 			}
 		}
-		if !got && healthy == nil {
-			// Steady state: take a ready event without the cost of a
-			// multi-way select, after a cheap check that the consumer
-			// has not stopped the watch.
+		if !got {
+			// Take a ready event without the cost of a multi-way select
+			// (the healthy timer was polled above), after a cheap check
+			// that the consumer has not stopped the watch.
 			select {
 			case <-g.stop:
 				r.cause = ""

@@ -290,11 +290,11 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	// before that does not make it live: behind a proxy that cuts every
 	// watch at once, an event slipping through a cut session is not
 	// health.
-	var healthy <-chan time.Time
-	var healthyTimer clock.Timer
+	var healthy <-chan struct{}
+	var healthyTimer *flagTimer
 	armHealthy := func() {
-		healthyTimer = s.clock.NewTimer(s.opts.Policy.ShortSession)
-		healthy = healthyTimer.C()
+		healthyTimer = newFlagTimer(s.clock, s.opts.Policy.ShortSession)
+		healthy = healthyTimer.c
 	}
 	var check <-chan time.Time
 	var checkTimer clock.Timer
@@ -390,15 +390,16 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	for {
 		var ev apiwatch.Event
 		var ok, got bool
-		if healthy != nil {
-			select {
-			case <-healthy:
-				healthy, opened, openedAt = nil, true, s.clock.Now()
-			default:
-			}
+		// now, when set, is when the event in ev was taken.
+		var now time.Time
+		if healthy != nil && healthyTimer.fired.Load() {
+			healthy, opened, openedAt = nil, true, s.clock.Now()
 		}
 		if opened {
-			if ev, ok, got = settled(results); !got || s.clock.Since(openedAt) >= s.opts.Policy.ShortSession {
+			if ev, ok, got = settled(results); got {
+				now = s.clock.Now()
+			}
+			if !got || now.Sub(openedAt) >= s.opts.Policy.ShortSession {
 				// Quiet: the stream has taken what the server sent. Or
 				// still busy ShortSession later: the server keeps
 				// sending, and a backlog from before would have been
@@ -408,10 +409,11 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				goneLive()
 			}
 		}
-		if !got && deadline == nil && healthy == nil && check == nil && checked == nil {
-			// Steady state: take a ready event without the cost of a
-			// multi-way select, after a cheap check that the owner is
-			// not done.
+		if !got && deadline == nil && check == nil && checked == nil {
+			// Steady state, and the first ShortSession of a session from
+			// a confirmed cursor (the healthy timer was polled above):
+			// take a ready event without the cost of a multi-way select,
+			// after a cheap check that the owner is not done.
 			select {
 			case <-done:
 				return ended(CauseClosed, nil)
@@ -483,11 +485,19 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				continue
 			}
 			heard()
+			// Before the session is live, a handler call that takes
+			// ShortSession or more restarts its count (below). One that
+			// ends before the healthy timer fires took less: it began
+			// after the timer was armed. Only the others read the clock
+			// twice.
 			var began time.Time
 			notLive := healthy != nil || opened
 			if notLive {
-				began = s.clock.Now()
+				if began = now; began.IsZero() {
+					began = s.clock.Now()
+				}
 			}
+			wasOpened := opened
 			s.stall.enter(s)
 			err = s.handler.Event(ctx, ev)
 			stalledAt := s.stall.leave()
@@ -502,7 +512,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				}
 				opened = false
 				armHealthy()
-			case notLive && s.clock.Since(began) >= s.opts.Policy.ShortSession:
+			case notLive && (wasOpened || healthyTimer.fired.Load()) && s.clock.Since(began) >= s.opts.Policy.ShortSession:
 				// The stream did not watch the session while the handler
 				// took its time: the server may have closed it. It goes
 				// live once seen open for ShortSession from now.
