@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -135,7 +136,9 @@ const (
 // kube-apiserver checks a request once, when it opens.
 type Faults struct {
 	// Refuse fails every request with a refused connection, as a stopped
-	// server does.
+	// server does: a [ConnectionRefused] error inside the *url.Error
+	// client-go wraps it in, whose URL carries the request's
+	// resourceVersion.
 	Refuse bool
 	// Err, when set, is the error every List and every Watch returns: a
 	// 401 or 403 (a RoleBinding removed), a 404 (a CRD not installed), a
@@ -481,14 +484,37 @@ func (s *Server) Requests() []Request {
 
 // requestFaultLocked returns the error the faults in force give a new
 // request.
-func (s *Server) requestFaultLocked() error {
+func (s *Server) requestFaultLocked(kind CallKind, options metav1.ListOptions) error {
 	switch {
 	case s.faults.Refuse:
-		return ConnectionRefused()
+		// As client-go returns it: the dial error inside a *url.Error
+		// naming the request, whose query (the resourceVersion) differs
+		// from one request to the next.
+		return &url.Error{Op: "Get", URL: s.requestURL(kind, options), Err: ConnectionRefused()}
 	case s.faults.Err != nil:
 		return s.faults.Err
 	}
 	return nil
+}
+
+// requestURL is the URL client-go would request for a call of kind with
+// options, against an apiserver at 127.0.0.1:6443.
+func (s *Server) requestURL(kind CallKind, options metav1.ListOptions) string {
+	path := "/api/v1/" + s.opts.Resource.Resource
+	if g := s.opts.Resource.Group; g != "" {
+		path = "/apis/" + g + "/v1/" + s.opts.Resource.Resource
+	}
+	q := url.Values{}
+	if options.ResourceVersion != "" {
+		q.Set("resourceVersion", options.ResourceVersion)
+	}
+	if options.Limit > 0 {
+		q.Set("limit", strconv.FormatInt(options.Limit, 10))
+	}
+	if kind == CallWatch {
+		q.Set("watch", "true")
+	}
+	return (&url.URL{Scheme: "https", Host: "127.0.0.1:6443", Path: path, RawQuery: q.Encode()}).String()
 }
 
 func (s *Server) recordLocked(kind CallKind, options metav1.ListOptions) *Request {

@@ -106,7 +106,7 @@ type listResult struct {
 func (s *Server) listLocked(options metav1.ListOptions, now time.Time) listResult {
 	s.autoCompactLocked(now)
 	fail := func(err error) listResult { return listResult{err: err} }
-	if err := s.requestFaultLocked(); err != nil {
+	if err := s.requestFaultLocked(CallList, options); err != nil {
 		return fail(err)
 	}
 	if errs := validateList(options); len(errs) > 0 {

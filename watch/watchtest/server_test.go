@@ -2,7 +2,9 @@ package watchtest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
@@ -318,6 +321,13 @@ func TestServerFaults(t *testing.T) {
 		s.SetFaults(watchtest.Faults{Refuse: true})
 		if _, err := s.List(metav1.ListOptions{}); err == nil || !strings.Contains(err.Error(), "refused") {
 			t.Errorf("List() with Refuse = %v, want connection refused", err)
+		}
+		// As client-go returns it: the dial error in a *url.Error naming
+		// the request, resourceVersion and all.
+		_, err = s.Watch(metav1.ListOptions{ResourceVersion: "3"})
+		var ue *url.Error
+		if !errors.As(err, &ue) || !utilnet.IsConnectionRefused(err) || !strings.Contains(ue.URL, "resourceVersion=3") || !strings.Contains(ue.URL, "watch=true") {
+			t.Errorf("Watch() with Refuse = %#v, want a refused dial in a *url.Error whose URL has resourceVersion=3&watch=true", err)
 		}
 		s.SetFaults(watchtest.Faults{StaleProxy: true})
 		stale, err := s.Watch(metav1.ListOptions{ResourceVersion: "3"})

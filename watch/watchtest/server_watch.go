@@ -94,7 +94,7 @@ func (s *Server) dropWatch(w *serverWatch) {
 func (s *Server) openLocked(ctx context.Context, options metav1.ListOptions, req *Request) (w *serverWatch, wait bool, err error) {
 	now := s.clock.Now()
 	s.autoCompactLocked(now)
-	if err := s.requestFaultLocked(); err != nil {
+	if err := s.requestFaultLocked(CallWatch, options); err != nil {
 		return nil, false, err
 	}
 	if !s.faults.RefuseWatchList && options.SendInitialEvents == nil && options.ResourceVersionMatch == "" &&
