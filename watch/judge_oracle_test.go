@@ -73,8 +73,12 @@ func replayBound(d time.Duration) int { return 3 + int(d/maxBackoff) }
 // verdict is what the judge found in one schedule.
 type verdict struct {
 	falseNeedsHuman, missed, lost, ghosts, dup, cursorBack, dishonest, flapping, replays int
-	replaysPerHour, publications                                                         int
-	notes                                                                                []string
+	// openWatches counts watches the server still had open after the
+	// consumer stopped; badOptions, option sets that were not refused
+	// (or were refused after a request).
+	openWatches, badOptions      int
+	replaysPerHour, publications int
+	notes                        []string
 }
 
 func (v *verdict) add(counter *int, format string, args ...any) {
@@ -85,7 +89,7 @@ func (v *verdict) add(counter *int, format string, args ...any) {
 }
 
 func (v verdict) failed() bool {
-	return v.falseNeedsHuman+v.missed+v.lost+v.ghosts+v.dup+v.cursorBack+v.dishonest+v.flapping+v.replays > 0
+	return v.falseNeedsHuman+v.missed+v.lost+v.ghosts+v.dup+v.cursorBack+v.dishonest+v.flapping+v.replays+v.openWatches+v.badOptions > 0
 }
 
 // sum adds u's counts to v, and keeps the maxima.
@@ -99,6 +103,8 @@ func (v *verdict) sum(u verdict) {
 	v.dishonest += u.dishonest
 	v.flapping += u.flapping
 	v.replays += u.replays
+	v.openWatches += u.openWatches
+	v.badOptions += u.badOptions
 	v.replaysPerHour = max(v.replaysPerHour, u.replaysPerHour)
 	v.publications = max(v.publications, u.publications)
 }

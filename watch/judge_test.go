@@ -1,11 +1,17 @@
 package watch_test
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -18,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	wgwatch "github.com/watchgrade/watchgrade/watch"
@@ -127,12 +134,34 @@ var humanErrs = []func() error{
 	watchtest.Forbidden,
 	func() error { return apierrors.NewUnauthorized("token expired") },
 	watchtest.NotFound,
+	// A CA rotated under the controller, as client-go reports it.
+	func() error {
+		return transportErr(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}})
+	},
 }
 
 var transientErrs = []func(c *chooser) error{
 	func(c *chooser) error { return watchtest.TooManyRequests(1 + c.intn(5)) },
 	func(*chooser) error { return watchtest.ServiceUnavailable() },
 	func(*chooser) error { return apierrors.NewInternalError(errors.New("etcdserver: request timed out")) },
+	// A dial or a read that timed out, and client-go's own request
+	// timeout, as client-go reports them.
+	func(*chooser) error {
+		return transportErr(&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
+	},
+	func(*chooser) error { return transportErr(context.DeadlineExceeded) },
+	// The server's own timeout on a LIST it could not serve in time, and
+	// a name that does not resolve (a control plane moving).
+	func(*chooser) error { return apierrors.NewServerTimeout(configmaps, "list", 2) },
+	func(*chooser) error {
+		return transportErr(&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "kubernetes.default.svc", IsNotFound: true}})
+	},
+}
+
+// transportErr is err as client-go returns a transport failure: inside a
+// *url.Error naming the request.
+func transportErr(err error) error {
+	return &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api/v1/configmaps?resourceVersion=12&watch=true", Err: err}
 }
 
 // aheadCursor is a cursor far ahead of any simulated server: persisted
@@ -531,6 +560,11 @@ func play(t *testing.T, sc schedule) (v verdict) {
 		w.noteServer()
 		p.fail = func(time.Time, string) error { return w.handlerErr() }
 		p.delay = w.handlerDelay
+		if sc.seed%5 == 0 {
+			// The option set wrong, as a caller does: refused with the
+			// error the docs name, before any request.
+			refusesWrongOptions(&v, srv, p, sc)
+		}
 		var stop func()
 		var store cache.Store
 		var stateOf func() wgwatch.State
@@ -540,7 +574,12 @@ func play(t *testing.T, sc schedule) (v verdict) {
 			opts := sc.stream
 			// Through Observers, as a controller wires its metrics and
 			// its accumulator beside each other.
-			opts.Resource, opts.Observer = configmaps, wgwatch.Observers(nil, p)
+			// A third of them through ObserverFuncs.
+			var obs wgwatch.Observer = p
+			if sc.seed%3 == 0 {
+				obs = wgwatch.ObserverFuncs{StateChangedFunc: p.StateChanged, SessionEndedFunc: p.SessionEnded}
+			}
+			opts.Resource, opts.Observer = configmaps, wgwatch.Observers(nil, obs)
 			// Some handlers through HandlerFuncs, as a caller with two
 			// closures writes them.
 			var h wgwatch.Handler = p
@@ -608,7 +647,27 @@ func play(t *testing.T, sc schedule) (v verdict) {
 				v.add(&v.dishonest, "dishonest: State() = %s/%s, last published %s/%s", got.Phase, got.Reason, last.Phase, last.Reason)
 			}
 		}
+		{
+			// Every value published is one the package lists: a
+			// dashboard initialises one series per listed value.
+			c := p.counts()
+			for _, st := range c.states {
+				if !slices.Contains(wgwatch.Phases(), st.v.Phase) {
+					v.add(&v.dishonest, "phase %q at %v is not among Phases()", st.v.Phase, st.at)
+				}
+			}
+			for _, e := range c.endings {
+				if !slices.Contains(wgwatch.Outcomes(), e.v.Verdict.Outcome) || !slices.Contains(wgwatch.Classes(), e.v.Verdict.Class) {
+					v.add(&v.dishonest, "session end at %v: outcome %q, class %q, not among Outcomes() and Classes()", e.at, e.v.Verdict.Outcome, e.v.Verdict.Class)
+				}
+			}
+		}
 		stop()
+		// Stopped, the consumer holds no watch open on the server.
+		synctest.Wait()
+		if n := srv.OpenWatches(); n > 0 {
+			v.add(&v.openWatches, "%d watches still open on the server after the consumer stopped", n)
+		}
 		if store == nil {
 			// Exactly once, in order: but after an etcd restore without
 			// a revision bump, resourceVersions go back by design.
@@ -669,6 +728,56 @@ func requestLog(reqs []watchtest.Request, start time.Time, n int) string {
 // isCursorCheck reports whether r is a stream's check of its cursor (a
 // LIST of one object with a timeoutSeconds, or one at the cursor,
 // NotOlderThan): not a replay, and no session of its own.
+// refusesWrongOptions builds the schedule's consumer with one option set
+// wrong (chosen by its seed) and checks that the constructor refuses it
+// with the error its doc names, without a request to the server.
+func refusesWrongOptions(v *verdict, srv *watchtest.Server, p *probe, sc schedule) {
+	type wrong struct {
+		desc string
+		err  error
+		lw   cache.ListerWatcher
+		h    wgwatch.Handler
+		mod  func(*wgwatch.Policy, *schema.GroupResource, *time.Duration)
+	}
+	policy := func(f func(*wgwatch.Policy)) func(*wgwatch.Policy, *schema.GroupResource, *time.Duration) {
+		return func(pol *wgwatch.Policy, _ *schema.GroupResource, _ *time.Duration) { f(pol) }
+	}
+	cases := []wrong{
+		{"ProgressDeadline shorter than TransientGrace", wgwatch.ErrInvalidOptions, srv, p,
+			policy(func(pol *wgwatch.Policy) { pol.TransientGrace, pol.ProgressDeadline = time.Minute, 30*time.Second })},
+		{"ShortSession as long as TransientGrace", wgwatch.ErrInvalidOptions, srv, p,
+			policy(func(pol *wgwatch.Policy) { pol.ShortSession, pol.TransientGrace = 20*time.Second, 20*time.Second })},
+		{"no resource", wgwatch.ErrNoResource, srv, p,
+			func(_ *wgwatch.Policy, r *schema.GroupResource, _ *time.Duration) { *r = schema.GroupResource{} }},
+		{"no ListerWatcher", wgwatch.ErrNilListerWatcher, nil, p, func(*wgwatch.Policy, *schema.GroupResource, *time.Duration) {}},
+	}
+	if !sc.informer {
+		cases = append(cases,
+			wrong{"WatchTimeout shorter than twice ShortSession", wgwatch.ErrInvalidOptions, srv, p,
+				func(_ *wgwatch.Policy, _ *schema.GroupResource, wt *time.Duration) { *wt = shortSession }},
+			wrong{"no handler", wgwatch.ErrNilHandler, srv, nil, func(*wgwatch.Policy, *schema.GroupResource, *time.Duration) {}})
+	}
+	c := cases[int(sc.seed/5)%len(cases)]
+	before := len(srv.Requests())
+	var err error
+	if sc.informer {
+		opts := wgwatch.InstrumentOptions{Resource: configmaps, Observer: p}
+		c.mod(&opts.Policy, &opts.Resource, new(time.Duration))
+		_, err = wgwatch.Instrument(c.lw, opts)
+	} else {
+		opts := sc.stream
+		opts.Resource, opts.Observer = configmaps, p
+		c.mod(&opts.Policy, &opts.Resource, &opts.WatchTimeout)
+		_, err = wgwatch.NewStream(c.lw, c.h, opts)
+	}
+	if !errors.Is(err, c.err) {
+		v.add(&v.badOptions, "options with %s: error %v, want %v", c.desc, err, c.err)
+	}
+	if n := len(srv.Requests()) - before; n > 0 {
+		v.add(&v.badOptions, "options with %s: %d requests to the server", c.desc, n)
+	}
+}
+
 func isCursorCheck(r watchtest.Request) bool {
 	return r.Kind == watchtest.CallList && r.Options.Limit == 1 &&
 		(r.Options.TimeoutSeconds != nil || r.Options.ResourceVersionMatch == metav1.ResourceVersionMatchNotOlderThan)
@@ -730,8 +839,8 @@ func TestJudge(t *testing.T) {
 	}
 	runtime.GC()
 	leaks := max(runtime.NumGoroutine()-before, 0)
-	fmt.Printf("judge: schedules=%d failed=%d false_needs_human=%d missed=%d lost=%d ghosts=%d dup=%d dishonest=%d flapping=%d leaks=%d max_replays_per_hour=%d bound=%d max_publications_per_stretch=%d bound=%d\n",
-		*judgeSchedules, failed, total.falseNeedsHuman, total.missed, total.lost, total.ghosts, total.dup+total.cursorBack, total.dishonest, total.flapping, leaks,
+	fmt.Printf("judge: schedules=%d failed=%d false_needs_human=%d missed=%d lost=%d ghosts=%d dup=%d dishonest=%d flapping=%d leaks=%d open_watches=%d wrong_options_taken=%d max_replays_per_hour=%d bound=%d max_publications_per_stretch=%d bound=%d\n",
+		*judgeSchedules, failed, total.falseNeedsHuman, total.missed, total.lost, total.ghosts, total.dup+total.cursorBack, total.dishonest, total.flapping, leaks, total.openWatches, total.badOptions,
 		total.replaysPerHour, replayBound(time.Hour), total.publications, maxPublications)
 	if leaks > 0 {
 		t.Errorf("%d goroutines more than before the schedules", leaks)
