@@ -725,9 +725,6 @@ func requestLog(reqs []watchtest.Request, start time.Time, n int) string {
 	return out
 }
 
-// isCursorCheck reports whether r is a stream's check of its cursor (a
-// LIST of one object with a timeoutSeconds, or one at the cursor,
-// NotOlderThan): not a replay, and no session of its own.
 // refusesWrongOptions builds the schedule's consumer with one option set
 // wrong (chosen by its seed) and checks that the constructor refuses it
 // with the error its doc names, without a request to the server.
@@ -778,6 +775,9 @@ func refusesWrongOptions(v *verdict, srv *watchtest.Server, p *probe, sc schedul
 	}
 }
 
+// isCursorCheck reports whether r is a stream's check of its cursor (a
+// LIST of one object with a timeoutSeconds, or one at the cursor,
+// NotOlderThan): not a replay, and no session of its own.
 func isCursorCheck(r watchtest.Request) bool {
 	return r.Kind == watchtest.CallList && r.Options.Limit == 1 &&
 		(r.Options.TimeoutSeconds != nil || r.Options.ResourceVersionMatch == metav1.ResourceVersionMatchNotOlderThan)
