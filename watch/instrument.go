@@ -363,7 +363,8 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 		}
 		if opened {
 			// Quiet, or still busy ShortSession later (see Stream).
-			if ev, open, got = settled(in); !got || g.parent.clock.Since(openedAt) >= g.parent.opts.Policy.ShortSession {
+			// What ends the session does not make it live (see Stream).
+			if ev, open, got = settled(in); !got || (open && ev.Type != apiwatch.Error && g.parent.clock.Since(openedAt) >= g.parent.opts.Policy.ShortSession) {
 				opened, r.live = false, true
 				g.parent.live()
 			}

@@ -804,3 +804,43 @@ func TestStreamLiveUnderAFirehose(t *testing.T) {
 		}
 	})
 }
+
+// A session still busy ShortSession after it opened goes live (a
+// firehose), but not on the close or the ERROR that ends it: behind a
+// slow handler the stream read the server's close exactly when the
+// session had been busy long enough, and published Streaming for a
+// session already gone (judge seed 4656).
+func TestStreamNotLiveOnTheCloseThatEndsABusySession(t *testing.T) {
+	for _, ending := range []string{"close", "error"} {
+		t.Run(ending, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// 14 events a slow handler takes 150 ms each: opened at
+				// 1.05 s, busy until 2.1 s, when it reads the end.
+				var events []apiwatch.Event
+				for i := range 14 {
+					events = append(events, watchtest.Modified(watchtest.ConfigMap("a", fmt.Sprint(2+i))))
+				}
+				if ending == "error" {
+					events = append(events, watchtest.ErrorEvent(watchtest.ServiceUnavailable()))
+				}
+				lw := watchtest.New(watchtest.Session{Events: events}, watchtest.Session{Hang: true})
+				p := newProbe()
+				p.delay = func(time.Time) time.Duration { return 150 * time.Millisecond }
+				stop := runStream(t, newStream(t, lw, p, wgwatch.StreamOptions{Cursor: "1", CursorCheck: -1}))
+				time.Sleep(2200 * time.Millisecond)
+				synctest.Wait()
+				stop()
+				c := p.counts()
+				if len(c.endings) == 0 {
+					t.Fatal("the first session did not end")
+				}
+				end := c.endings[0].at
+				for _, st := range c.states {
+					if st.at <= end && st.v.Phase == wgwatch.PhaseStreaming {
+						t.Errorf("Streaming published at %v, the session ended at %v:%s", st.at, end, p.stateLog())
+					}
+				}
+			})
+		})
+	}
+}

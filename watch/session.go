@@ -399,7 +399,10 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			if ev, ok, got = settled(results); got {
 				now = s.clock.Now()
 			}
-			if !got || now.Sub(openedAt) >= s.opts.Policy.ShortSession {
+			// What ended the session (a close, an ERROR) does not make it
+			// live, however long it stayed busy before.
+			ending := got && (!ok || ev.Type == apiwatch.Error)
+			if !got || (!ending && now.Sub(openedAt) >= s.opts.Policy.ShortSession) {
 				// Quiet: the stream has taken what the server sent. Or
 				// still busy ShortSession later: the server keeps
 				// sending, and a backlog from before would have been
