@@ -253,11 +253,15 @@
 // Waits grow exponentially with full jitter, from
 // [StreamOptions.InitialBackoff] (1 s) to [StreamOptions.MaxBackoff] (60 s);
 // a live session resets the curve (not a wall-clock timer), and a server's
-// Retry-After is a floor. Replays have a budget of their own on top (3 at
-// once, then one per MaxBackoff). Each watch may ask the server to end it
-// after [StreamOptions.WatchTimeout], and the stream ends a session that
-// outlives what it asked for (2 hours if it asked for nothing), so a
-// connection that died without a word cannot hold a stream. Time comes from
+// Retry-After is a floor: a wait drawn below it is drawn again above it,
+// within the current step (at most the Retry-After again), so that the
+// streams a re-initialising apiserver tells "Retry-After: 1" all at once
+// do not all come back in the same instant. Replays have a budget of
+// their own on top (3 at once, then one per MaxBackoff). Each watch may
+// ask the server to end it after [StreamOptions.WatchTimeout], and the
+// stream ends a session that outlives what it asked for (2 hours if it
+// asked for nothing), so a connection that died without a word cannot
+// hold a stream. Time comes from
 // an injected k8s.io/utils/clock, so tests drive it with a fake clock or
 // testing/synctest.
 //

@@ -844,3 +844,68 @@ func TestStreamNotLiveOnTheCloseThatEndsABusySession(t *testing.T) {
 		})
 	}
 }
+
+// An apiserver that restarts answers every watch 429 "storage is
+// (re)initializing" with the same Retry-After while its watch cache fills.
+// Streams told the same Retry-After come back spread over a backoff step
+// after it, not all in the instant it names: a crowd of 300 returned as
+// one burst before.
+func TestStreamsToldTheSameRetryAfterComeBackSpread(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const streams = 300
+		srv := watchtest.NewServer(watchtest.ServerOptions{RestartNotReady: 3 * time.Second, Latency: watchtest.Latency{Off: true}})
+		if _, err := srv.Create(watchtest.ConfigMap("a", "")); err != nil {
+			t.Fatal(err)
+		}
+		var stops []func()
+		for i := range streams {
+			s, err := wgwatch.NewStream(srv, wgwatch.HandlerFuncs{}, wgwatch.StreamOptions{Resource: configmaps, Name: fmt.Sprint("s", i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stops = append(stops, runStream(t, s))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		restart := time.Now()
+		srv.Restart()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		for _, stop := range stops {
+			stop()
+		}
+		// The calls after the first 429: how many in the busiest 100 ms.
+		var after []time.Duration
+		for _, r := range srv.Requests() {
+			if !r.At.Before(restart) {
+				after = append(after, r.At.Sub(restart))
+			}
+		}
+		var first429 time.Duration = -1
+		for _, r := range srv.Requests() {
+			if !r.At.Before(restart) && apierrors.IsTooManyRequests(r.Err) {
+				first429 = r.At.Sub(restart)
+				break
+			}
+		}
+		if first429 < 0 {
+			t.Fatal("no 429 after the restart: the test does not test what it says")
+		}
+		busiest := 0
+		for i, a := range after {
+			if a <= first429 {
+				continue
+			}
+			n := 0
+			for _, b := range after[i:] {
+				if b-a < 100*time.Millisecond {
+					n++
+				}
+			}
+			busiest = max(busiest, n)
+		}
+		if busiest > streams/3 {
+			t.Errorf("%d requests in the busiest 100 ms after the 429s, of %d streams: they came back together", busiest, streams)
+		}
+	})
+}

@@ -599,7 +599,10 @@ func TestStreamHonoursRetryAfter(t *testing.T) {
 		stop := run(t, newTestStream(t, lw, rec, StreamOptions{Cursor: "1"}))
 		settle()
 		stop()
-		if diff := cmp.Diff([]time.Duration{0, 7 * time.Second}, at()); diff != "" {
+		// After 7 s, by as much as the first backoff step (these tests
+		// draw the largest jitter): streams told the same Retry-After do
+		// not all come back at once.
+		if diff := cmp.Diff([]time.Duration{0, 8 * time.Second}, at()); diff != "" {
 			t.Errorf("watch call times mismatch (-want +got):\n%s", diff)
 		}
 	})

@@ -25,7 +25,9 @@ type Backoff struct {
 }
 
 // Next returns the next wait. floor, typically the server's Retry-After, is a
-// lower bound (itself bounded by MaxRetryAfter). With slow set the wait is
+// lower bound (itself bounded by MaxRetryAfter): a wait drawn below it is
+// drawn again above it, from [floor, floor+min(step, floor)), so that the
+// clients told the same Retry-After do not all return at once. With slow set the wait is
 // drawn from the upper half of [0, Max], for failures that will not heal
 // sooner.
 func (b *Backoff) Next(floor time.Duration, slow bool) time.Duration {
@@ -47,7 +49,13 @@ func (b *Backoff) Next(floor time.Duration, slow bool) time.Duration {
 	if floor > MaxRetryAfter {
 		floor = MaxRetryAfter
 	}
-	return max(wait, floor)
+	if wait < floor {
+		// Drawn above the floor, not collapsed onto it: every client a
+		// re-initialising apiserver tells "Retry-After: 1" would
+		// otherwise come back in the same instant.
+		wait = floor + time.Duration(r()*float64(min(limit, floor)))
+	}
+	return wait
 }
 
 // Reset starts the curve over; call it after a healthy session.

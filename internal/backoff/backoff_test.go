@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -58,6 +59,28 @@ func TestNextFloorAndSlow(t *testing.T) {
 				t.Errorf("Next(%v, %v) = %v, want %v", tt.floor, tt.slow, got, tt.want)
 			}
 		})
+	}
+}
+
+// A crowd told the same Retry-After (a re-initialising apiserver tells
+// every watch "1") comes back spread over the step above it, not in the
+// instant it names.
+func TestNextSpreadsAboveTheFloor(t *testing.T) {
+	const clients = 300
+	rng := rand.New(rand.NewPCG(1, 2))
+	late := 0
+	for range clients {
+		b := Backoff{Initial: time.Second, Max: time.Minute, Rand: rng.Float64}
+		got := b.Next(time.Second, false)
+		if got < time.Second || got >= 2*time.Second {
+			t.Fatalf("Next(1s) = %v, want in [1s, 2s)", got)
+		}
+		if got >= 1500*time.Millisecond {
+			late++
+		}
+	}
+	if late < clients/4 || late > 3*clients/4 {
+		t.Errorf("%d of %d waits in [1.5s, 2s), want about half: not spread", late, clients)
 	}
 }
 
