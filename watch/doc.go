@@ -30,10 +30,12 @@
 // live once, after its replay if it had one, it has stayed open for
 // [Policy.ShortSession] and the stream has taken what the server sent
 // before then (a moment of quiet, or, for a collection that never goes
-// quiet, ShortSession more of events): what it delivers sooner does not
-// count (behind a proxy that cuts every watch at once, an event slipping
-// through a cut session is not health), nor does time the stream spent inside a handler call of
-// ShortSession or more (the server may have ended the session meanwhile).
+// quiet, ShortSession more of events, though not the close or ERROR that
+// ends the session): what it delivers sooner does not count (behind a
+// proxy that cuts every watch at once, an event slipping through a cut
+// session is not health), nor does time the stream spent inside a
+// handler call of ShortSession or more (the server may have ended the
+// session meanwhile).
 // Only then is Streaming published, so a stream that keeps replaying is
 // not Streaming. A live session is healthy however it ended: forty minutes
 // of events ended by an HTTP/2 stream reset reset the backoff and the
@@ -261,9 +263,8 @@
 // ask the server to end it after [StreamOptions.WatchTimeout], and the
 // stream ends a session that outlives what it asked for (2 hours if it
 // asked for nothing), so a connection that died without a word cannot
-// hold a stream. Time comes from
-// an injected k8s.io/utils/clock, so tests drive it with a fake clock or
-// testing/synctest.
+// hold a stream. Time comes from an injected k8s.io/utils/clock, so tests
+// drive it with a fake clock or testing/synctest.
 //
 // # Informers
 //

@@ -362,8 +362,8 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			}
 		}
 		if opened {
-			// Quiet, or still busy ShortSession later (see Stream).
-			// What ends the session does not make it live (see Stream).
+			// Quiet, or still busy ShortSession later, but not on what
+			// ends the session (see Stream.consume).
 			if ev, open, got = settled(in); !got || (open && ev.Type != apiwatch.Error && g.parent.clock.Since(openedAt) >= g.parent.opts.Policy.ShortSession) {
 				opened, r.live = false, true
 				g.parent.live()

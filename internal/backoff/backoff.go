@@ -24,12 +24,12 @@ type Backoff struct {
 	attempt int
 }
 
-// Next returns the next wait. floor, typically the server's Retry-After, is a
-// lower bound (itself bounded by MaxRetryAfter): a wait drawn below it is
+// Next returns the next wait. floor, typically the server's Retry-After, is
+// a lower bound (itself bounded by MaxRetryAfter): a wait drawn below it is
 // drawn again above it, from [floor, floor+min(step, floor)), so that the
-// clients told the same Retry-After do not all return at once. With slow set the wait is
-// drawn from the upper half of [0, Max], for failures that will not heal
-// sooner.
+// clients told the same Retry-After do not all return at once. With slow
+// set the wait is drawn from the upper half of [0, Max], for failures that
+// will not heal sooner.
 func (b *Backoff) Next(floor time.Duration, slow bool) time.Duration {
 	limit := b.Max
 	if !slow && b.attempt < 62 {
