@@ -46,6 +46,10 @@ type Options struct {
 	// a program such as the demo has no use for the errors etcd logs while
 	// it shuts down.
 	QuietEtcd bool
+	// EtcdEndpoint is the client URL of an etcd to use (one started by
+	// [StartRemoteEtcd], say, so that etcd runs in a process of its own).
+	// Defaults to "": the Cluster starts an embedded etcd of its own.
+	EtcdEndpoint string
 }
 
 // Cluster is one etcd, one (replaceable) kube-apiserver, and a proxy in
@@ -58,6 +62,9 @@ type Cluster struct {
 	tokenFile string
 	api       *kubeapiservertesting.TestServer
 	Proxy     *Proxy
+	// spare is the apiserver StartSpare started, until SwitchToSpare;
+	// retired the one SwitchToSpare replaced, until RetireOld.
+	spare, retired *kubeapiservertesting.TestServer
 }
 
 // adminToken authenticates as a member of system:masters on every apiserver
@@ -75,11 +82,11 @@ func Start(t TB, opts Options) *Cluster {
 	c := &Cluster{
 		t:         t,
 		opts:      opts,
-		etcd:      startEtcd(t, opts.QuietEtcd),
+		etcd:      etcdFor(t, opts),
 		prefix:    fmt.Sprintf("/watchgrade-e2e-%d", prefixes.Add(1)),
 		tokenFile: filepath.Join(t.TempDir(), "tokens.csv"),
 	}
-	if err := os.WriteFile(c.tokenFile, []byte(adminToken+`,e2e-admin,e2e-admin,"system:masters"`+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(c.tokenFile, []byte(adminToken+`,e2e-admin,e2e-admin,"system:masters"`+"\n"+controllerTokenLine), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c.api = c.startAPIServer()

@@ -56,6 +56,12 @@ const remoteStartTimeout = 3 * time.Minute
 // the apiserver's) to log. It stops when tb's cleanups run, or at Close.
 func StartRemote(tb TB, opts Options, log io.Writer) *Remote {
 	tb.Helper()
+	return startRemote(tb, "1", opts, log)
+}
+
+// startRemote starts a child with remoteEnv set to mode.
+func startRemote(tb TB, mode string, opts Options, log io.Writer) *Remote {
+	tb.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		tb.Fatalf("remote: %v", err)
@@ -69,7 +75,7 @@ func StartRemote(tb TB, opts Options, log io.Writer) *Remote {
 		tb.Fatalf("remote: %v", err)
 	}
 	cmd := exec.Command(self, "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), remoteEnv+"=1", remoteOptionsEnv+"="+string(encoded))
+	cmd.Env = append(os.Environ(), remoteEnv+"="+mode, remoteOptionsEnv+"="+string(encoded))
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.ExtraFiles = []*os.File{replyW} // fd 3 in the child
 	in, err := cmd.StdinPipe()
@@ -195,8 +201,11 @@ func (r *Remote) readReply(timeout time.Duration) (string, error) {
 // its input, stops the cluster, and exits; it never returns. Call it first
 // in TestMain.
 func ServeRemote() {
-	if os.Getenv(remoteEnv) == "" {
+	switch os.Getenv(remoteEnv) {
+	case "":
 		return
+	case remoteModeEtcd:
+		serveRemoteEtcd(os.NewFile(3, "reply"))
 	}
 	var opts Options
 	if err := json.Unmarshal([]byte(os.Getenv(remoteOptionsEnv)), &opts); err != nil {
@@ -207,6 +216,7 @@ func ServeRemote() {
 	ok := NewProgram("watchgrade-remote", os.Stderr).Run(func(tb TB) {
 		c := Start(tb, opts)
 		fmt.Fprintf(reply, "ready %s\n", c.Proxy.Addr())
+		var sampler *peakSampler
 		in := bufio.NewScanner(os.Stdin)
 		for in.Scan() {
 			switch cmd := in.Text(); cmd {
@@ -220,6 +230,19 @@ func ServeRemote() {
 			case "restart":
 				c.RestartAPIServer()
 				fmt.Fprintln(reply, "ok")
+			case "spare":
+				fmt.Fprintf(reply, "ok %s\n", c.StartSpare())
+			case "switch":
+				c.SwitchToSpare()
+				fmt.Fprintln(reply, "ok")
+			case "retire":
+				c.RetireOld()
+				fmt.Fprintln(reply, "ok")
+			case "reset":
+				c.Proxy.ResetAll()
+				fmt.Fprintln(reply, "ok")
+			case "peaks-start", "peaks-stop":
+				fmt.Fprintln(reply, peakCommand(cmd, &sampler))
 			default:
 				fmt.Fprintf(reply, "error unknown command %q\n", cmd)
 			}
