@@ -164,6 +164,18 @@ type StreamOptions struct {
 	// to LIST+WATCH when the server refuses it or the ListerWatcher reports
 	// IsWatchListSemanticsUnSupported.
 	DisableWatchList bool
+	// ReplaySpread spreads the replays of many streams that expire at
+	// once (an apiserver restart expires every cursor): a replay that
+	// would start at once starts after a random wait in [0,
+	// ReplaySpread). Defaults to 1s; negative: none. See replayload.go.
+	ReplaySpread time.Duration
+	// ConsistentReplays makes every replay ask for the latest state
+	// (resourceVersion ""), a consistent read that costs etcd a request
+	// even when the watch cache serves it. By default the first replay
+	// after a 410 asks for a state not older than the expired cursor,
+	// which the watch cache serves from memory, as client-go's reflector
+	// does.
+	ConsistentReplays bool
 	// Clock is the clock for backoff, deadlines and durations.
 	// Defaults to the real clock.
 	Clock clock.Clock
@@ -210,6 +222,9 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	if o.Cursor == "0" {
 		o.Cursor = ""
 	}
+	if o.ReplaySpread == 0 {
+		o.ReplaySpread = DefaultReplaySpread
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -235,8 +250,9 @@ type Stream struct {
 	running atomic.Bool
 	esc     escalator
 	// live is true while the current session is live.
-	live  atomic.Bool
-	stall stallWatch
+	live   atomic.Bool
+	stall  stallWatch
+	relist *cacheRelist // lw, by which replays ask the watch cache
 
 	// Owned by the goroutine in Run.
 	backoff backoff.Backoff
@@ -300,8 +316,10 @@ func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, 
 	if w, short := opts.WatchTimeout, opts.Policy.ShortSession; w > 0 && w < 2*short {
 		return nil, fmt.Errorf("NewStream: %w: WatchTimeout %s is shorter than twice ShortSession %s: no session could go live", ErrInvalidOptions, w, short)
 	}
+	relist := &cacheRelist{inner: cache.ToListerWatcherWithContext(lw)}
 	s := &Stream{
-		lw:           cache.ToListerWatcherWithContext(lw),
+		lw:           relist,
+		relist:       relist,
 		handler:      h,
 		opts:         opts,
 		clock:        opts.Clock,
@@ -411,6 +429,7 @@ func (s *Stream) Run(ctx context.Context) error {
 		}
 		s.esc.verdict(v, nil)
 		if v.Next == NextReplay {
+			s.noteReplayCause(r.err)
 			s.setCursor("")
 		}
 		if !s.wait(ctx, v) {
@@ -433,7 +452,7 @@ func (s *Stream) wait(ctx context.Context, v Verdict) bool {
 		d = min(v.RetryAfter, backoff.MaxRetryAfter)
 	}
 	if v.Next == NextReplay {
-		return s.waitReplay(ctx, d)
+		return s.waitReplay(ctx, s.replaySpread(d))
 	}
 	return s.sleep(ctx, d)
 }
@@ -452,6 +471,7 @@ func (s *Stream) waitReplay(ctx context.Context, d time.Duration) bool {
 // answered, a watch-list it accepted): the limit is on the load of full
 // replays, and a refused request is no load.
 func (s *Stream) replayDone(r result) {
+	s.relist.from = ""
 	if r.served {
 		s.replays.ReserveN(s.clock.Now(), 1)
 	}

@@ -328,7 +328,7 @@ func TestStreamReplayGraceCoversSlowSnapshotHandler(t *testing.T) {
 		s, err := NewStream(lw, HandlerFuncs{SnapshotFunc: func(context.Context, Snapshot) error {
 			time.Sleep(15 * time.Second) // a slow store
 			return nil
-		}}, StreamOptions{Resource: configmaps, Cursor: "3", Observer: obs})
+		}}, StreamOptions{Resource: configmaps, Cursor: "3", Observer: obs, ReplaySpread: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

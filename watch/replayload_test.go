@@ -1,0 +1,309 @@
+package watch_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+	"github.com/watchgrade/watchgrade/watch/watchtest"
+)
+
+// What a replay asks the server for: the resourceVersion and match of the
+// request that starts it (a watch-list, or a LIST's first page).
+type replayAsk struct {
+	Call            string // "watch-list" or "list"
+	ResourceVersion string
+	Match           metav1.ResourceVersionMatch
+}
+
+func replayAsks(calls []watchtest.Call) []replayAsk {
+	var out []replayAsk
+	for _, c := range calls {
+		o := c.Options
+		switch {
+		case c.Kind == watchtest.CallList && o.Continue == "":
+			out = append(out, replayAsk{"list", o.ResourceVersion, o.ResourceVersionMatch})
+		case c.Kind == watchtest.CallWatch && o.SendInitialEvents != nil && *o.SendInitialEvents:
+			out = append(out, replayAsk{"watch-list", o.ResourceVersion, o.ResourceVersionMatch})
+		}
+	}
+	return out
+}
+
+// runStream runs s until the returned function is called; it fails the
+// test if Run returns an error.
+func runReplayStream(t *testing.T, s *wgwatch.Stream) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+	}
+}
+
+func TestReplayAfterExpiryAsksTheWatchCache(t *testing.T) {
+	live410 := watchtest.Session{Events: []apiwatch.Event{watchtest.Bookmark("4"), watchtest.ErrorEvent(watchtest.Expired())}}
+	replayed := watchtest.Session{Hang: true, Events: []apiwatch.Event{watchtest.Added(rlCM("a", "7")), watchtest.InitialEventsEnd("8")}}
+	notOlder := metav1.ResourceVersionMatchNotOlderThan
+	tests := []struct {
+		name     string
+		sessions []watchtest.Session
+		opts     wgwatch.StreamOptions
+		want     []replayAsk
+	}{{
+		name:     "after a 410 the replay asks for a state not older than the expired cursor",
+		sessions: []watchtest.Session{live410, replayed},
+		want:     []replayAsk{{"watch-list", "4", notOlder}},
+	}, {
+		name: "a 410 with reason Gone is the same",
+		sessions: []watchtest.Session{
+			{Events: []apiwatch.Event{watchtest.Bookmark("4"), watchtest.ErrorEvent(watchtest.Gone())}}, replayed},
+		want: []replayAsk{{"watch-list", "4", notOlder}},
+	}, {
+		name:     "a 410 at open, from the starting cursor",
+		sessions: []watchtest.Session{{OpenErr: watchtest.Expired()}, replayed},
+		want:     []replayAsk{{"watch-list", "3", notOlder}},
+	}, {
+		name:     "ConsistentReplays asks for the latest",
+		sessions: []watchtest.Session{live410, replayed},
+		opts:     wgwatch.StreamOptions{ConsistentReplays: true},
+		want:     []replayAsk{{"watch-list", "", notOlder}},
+	}, {
+		name: "a cursor ahead of the server (504 too large) replays from the latest",
+		sessions: []watchtest.Session{
+			{Events: []apiwatch.Event{watchtest.Bookmark("4"), watchtest.ErrorEvent(watchtest.TooLargeResourceVersion())}}, replayed},
+		want: []replayAsk{{"watch-list", "", notOlder}},
+	}, {
+		name: "a replay from the watch cache that fails is followed by one from the latest",
+		sessions: []watchtest.Session{live410,
+			{OpenErr: watchtest.TooLargeResourceVersion()},
+			replayed},
+		want: []replayAsk{{"watch-list", "4", notOlder}, {"watch-list", "", notOlder}},
+	}, {
+		name: "only the first replay after the 410: a second expiry of the replayed cursor asks from it",
+		sessions: []watchtest.Session{live410,
+			{Events: []apiwatch.Event{watchtest.Added(rlCM("a", "7")), watchtest.InitialEventsEnd("8"), watchtest.Bookmark("9"), watchtest.ErrorEvent(watchtest.Expired())}},
+			replayed},
+		want: []replayAsk{{"watch-list", "4", notOlder}, {"watch-list", "9", notOlder}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lw := watchtest.New(tt.sessions...)
+				opts := tt.opts
+				opts.Resource, opts.Cursor = rlConfigMaps, "3"
+				s, err := wgwatch.NewStream(lw, wgwatch.HandlerFuncs{}, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop := runReplayStream(t, s)
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				stop()
+				if diff := cmp.Diff(tt.want, replayAsks(lw.Calls())); diff != "" {
+					t.Errorf("replays asked (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// A LIST+WATCH replay after a 410 asks the watch cache on its first page
+// only: the pages after it follow their continue token, which must not
+// carry a resourceVersion.
+func TestListReplayAfterExpiryAsksTheWatchCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := watchtest.NewServer(watchtest.ServerOptions{})
+		for i := range 5 {
+			if _, err := srv.Create(rlCM(fmt.Sprintf("cm-%d", i), "")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var mu sync.Mutex
+		var snaps []int
+		s, err := wgwatch.NewStream(srv, wgwatch.HandlerFuncs{SnapshotFunc: func(_ context.Context, snap wgwatch.Snapshot) error {
+			mu.Lock()
+			defer mu.Unlock()
+			snaps = append(snaps, len(snap.Objects))
+			return nil
+		}}, wgwatch.StreamOptions{Resource: rlConfigMaps, DisableWatchList: true, ListPageSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runReplayStream(t, s)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		cursor := s.Cursor()
+		srv.AdvanceRevision(1)
+		srv.Restart()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		stop()
+
+		var got []string
+		for _, r := range srv.Requests() {
+			if r.Kind == watchtest.CallList {
+				got = append(got, fmt.Sprintf("rv=%q match=%q continue=%t", r.Options.ResourceVersion, r.Options.ResourceVersionMatch, r.Options.Continue != ""))
+			}
+		}
+		first := `rv="" match="" continue=false`
+		next := `rv="" match="" continue=true`
+		want := []string{first, next, next, fmt.Sprintf("rv=%q match=%q continue=false", cursor, metav1.ResourceVersionMatchNotOlderThan), next, next}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("LIST requests (-want +got):\n%s", diff)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if diff := cmp.Diff([]int{5, 5}, snaps); diff != "" {
+			t.Errorf("snapshot sizes (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// An apiserver restart expires every cursor at once. The streams replay
+// spread over ReplaySpread, each from the watch cache, and all are live
+// again well within ReplayGrace, publishing nothing; with ReplaySpread
+// off they all replay in the same instant.
+func TestReplaysAfterRestartAreSpread(t *testing.T) {
+	const streams = 300
+	tests := []struct {
+		name   string
+		spread time.Duration
+		// wantMaxAt bounds the replays' starts, from the restart; wantSpread
+		// is whether they must be spread over more than half of it.
+		wantMaxAt  time.Duration
+		wantSpread bool
+	}{
+		{name: "default", spread: 0, wantMaxAt: wgwatch.DefaultReplaySpread, wantSpread: true},
+		{name: "3s", spread: 3 * time.Second, wantMaxAt: 3 * time.Second, wantSpread: true},
+		{name: "off", spread: -1, wantMaxAt: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := watchtest.NewServer(watchtest.ServerOptions{})
+				if _, err := srv.Create(rlCM("a", "")); err != nil {
+					t.Fatal(err)
+				}
+				var mu sync.Mutex
+				var published []string
+				var stops []func()
+				for i := range streams {
+					name := "s" + strconv.Itoa(i)
+					s, err := wgwatch.NewStream(srv, wgwatch.HandlerFuncs{}, wgwatch.StreamOptions{
+						Resource: rlConfigMaps, Name: name, ReplaySpread: tt.spread,
+						Observer: wgwatch.ObserverFuncs{StateChangedFunc: func(st wgwatch.State) {
+							mu.Lock()
+							defer mu.Unlock()
+							published = append(published, fmt.Sprintf("%s %s/%s", name, st.Phase, st.Reason))
+						}},
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					stops = append(stops, runReplayStream(t, s))
+				}
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				cursor := srv.ResourceVersion()
+				mu.Lock()
+				published = nil
+				mu.Unlock()
+
+				srv.AdvanceRevision(1)
+				restart := time.Now()
+				srv.Restart()
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				for _, stop := range stops {
+					stop()
+				}
+
+				var starts []time.Duration
+				for _, r := range srv.Requests() {
+					o := r.Options
+					if r.At.Before(restart) || r.Kind != watchtest.CallWatch || o.SendInitialEvents == nil || !*o.SendInitialEvents {
+						continue
+					}
+					if o.ResourceVersion != cursor || o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
+						t.Errorf("replay asked for resourceVersion %q (%s), want %q (NotOlderThan): the expired cursor", o.ResourceVersion, o.ResourceVersionMatch, cursor)
+					}
+					starts = append(starts, r.At.Sub(restart))
+				}
+				if len(starts) != streams {
+					t.Fatalf("%d replays after the restart, want %d", len(starts), streams)
+				}
+				var latest time.Duration
+				late := 0
+				for _, d := range starts {
+					latest = max(latest, d)
+					if d >= tt.wantMaxAt/2 {
+						late++
+					}
+				}
+				if latest > tt.wantMaxAt {
+					t.Errorf("the last replay started %v after the restart, want at most %v", latest, tt.wantMaxAt)
+				}
+				// Uniform over the spread, a half holds about half the
+				// replays: fewer than a quarter is not spread.
+				if tt.wantSpread && late < streams/4 {
+					t.Errorf("%d of %d replays started in the second half of %v, want about half", late, streams, tt.wantMaxAt)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(published) > 0 {
+					t.Errorf("published after the restart: %v, want nothing (every stream live again within ReplayGrace)", published[:min(len(published), 5)])
+				}
+			})
+		})
+	}
+}
+
+// The first replay of a stream that starts without a cursor is not
+// delayed: the spread is for replays that many streams make at once
+// after an expiry, and time to the first snapshot is what a starting
+// controller waits for.
+func TestFirstReplayIsNotDelayed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := watchtest.NewServer(watchtest.ServerOptions{})
+		start := time.Now()
+		s, err := wgwatch.NewStream(srv, wgwatch.HandlerFuncs{}, wgwatch.StreamOptions{Resource: rlConfigMaps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runReplayStream(t, s)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		stop()
+		reqs := srv.Requests()
+		if len(reqs) == 0 {
+			t.Fatal("no request")
+		}
+		if got := reqs[0].At.Sub(start); got != 0 {
+			t.Errorf("first replay %v after the start, want at once", got)
+		}
+		if got := reqs[0].Options.ResourceVersion; got != "" {
+			t.Errorf("first replay from resourceVersion %q, want the latest", got)
+		}
+	})
+}
+
+var (
+	rlCM         = watchtest.ConfigMap
+	rlConfigMaps = schema.GroupResource{Resource: "configmaps"}
+)
