@@ -21,6 +21,7 @@ import (
 var current struct {
 	group    string
 	remote   *harness.Remote
+	etcd     *harness.Remote // the server-* groups' etcd, in a child of its own
 	cleanups []func()
 	data     any // what the group's setup wrote
 }
@@ -43,7 +44,7 @@ func stopCluster() {
 	for i := len(current.cleanups) - 1; i >= 0; i-- {
 		current.cleanups[i]()
 	}
-	current.group, current.remote, current.cleanups, current.data = "", nil, nil, nil
+	current.group, current.remote, current.etcd, current.cleanups, current.data = "", nil, nil, nil, nil
 }
 
 // keepAlive is the group's first *testing.B, but with cleanups kept for
@@ -54,20 +55,29 @@ type keepAlive struct{ *testing.B }
 func (*keepAlive) Cleanup(f func()) { current.cleanups = append(current.cleanups, f) }
 
 // client is a clientset with a connection pool of its own whose dials,
-// and connections open, are counted; Close closes its idle connections.
+// connections open, and bytes read are counted; Close closes its idle
+// connections.
 type client struct {
 	kubernetes.Interface
 	http  *http.Client
 	dials *atomic.Int64
 	open  *atomic.Int64
+	read  *atomic.Int64
 }
 
-// countedConn is a connection that counts itself out of open when it
-// closes.
+// countedConn is a connection that counts the bytes read from it, and
+// counts itself out of open when it closes.
 type countedConn struct {
 	net.Conn
 	open *atomic.Int64
+	read *atomic.Int64
 	once sync.Once
+}
+
+func (c *countedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
 }
 
 func (c *countedConn) Close() error {
@@ -91,7 +101,7 @@ func newClient(b *testing.B, cfg *rest.Config, contentType string) *client {
 	if contentType == contentProtobuf {
 		cfg.AcceptContentTypes = contentProtobuf + "," + contentJSON
 	}
-	var dials, open atomic.Int64
+	var dials, open, read atomic.Int64
 	var d net.Dialer
 	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		dials.Add(1)
@@ -100,7 +110,7 @@ func newClient(b *testing.B, cfg *rest.Config, contentType string) *client {
 			return nil, err
 		}
 		open.Add(1)
-		return &countedConn{Conn: conn, open: &open}, nil
+		return &countedConn{Conn: conn, open: &open, read: &read}, nil
 	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -110,7 +120,7 @@ func newClient(b *testing.B, cfg *rest.Config, contentType string) *client {
 	if err != nil {
 		b.Fatalf("clientset: %v", err)
 	}
-	return &client{Interface: cs, http: hc, dials: &dials, open: &open}
+	return &client{Interface: cs, http: hc, dials: &dials, open: &open, read: &read}
 }
 
 func (c *client) Close() { c.http.CloseIdleConnections() }

@@ -1,176 +1,26 @@
 package bench
 
+// What the consumers of a recovery (the server-* groups) do, seen from
+// their side: a tracker wraps each consumer's ListerWatcher and tells a
+// collector when a replay starts and ends, when a watch ends and when a
+// session goes live.
+
 import (
 	"context"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
-	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/watchgrade/watchgrade/internal/e2e/harness"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 )
-
-// Group 4: an apiserver restart under many streams.
-//
-// Each round starts restartStreams consumers of one namespace holding
-// restartObjects ConfigMaps, through one typed clientset (protobuf, its
-// default), waits until all
-// are Streaming, then restarts the apiserver as a rolling update does: a
-// second apiserver on the same etcd (its watch cache starts empty, after
-// every cursor), the proxy switched to it with every connection cut, the
-// first shut down. It measures, from the cut (the first watch that ends):
-//
-//   - replayed_s: until every consumer has replayed (the initial-events-end
-//     bookmark of its watch-list, or the last page of its LIST).
-//   - streaming_s: until every consumer is live again as the watch package
-//     defines it: after its replay, its watch delivered an event or a
-//     bookmark, or stayed open for ShortSession (1 s). Nothing is written
-//     during the restart, so that is the replay plus 1 s.
-//   - peak_replays: the most replays in flight at once.
-//   - replays, and the session endings by outcome.
-//   - published: states the consumers published after the cut. A replay
-//     done within ReplayGrace (10 s) publishes nothing: a consumer that
-//     never left Streaming does not publish it again.
-//
-// The kinds: stream, a graded wgwatch.Stream; informer, a
-// SharedIndexInformer over wgwatch.Instrument (which changes nothing the
-// informer sees; it is how its states are known). Every consumer's watches
-// pass through a tracking wrapper that sees what the consumer sees.
-const (
-	restartStreams = 300
-	restartObjects = 100
-	restartNS      = "restart"
-)
-
-type restartKind struct {
-	name  string
-	start func(b *testing.B, lw cache.ListerWatcher, i int, obs wgwatch.Observer) (stop func())
-}
-
-var restartKinds = []restartKind{
-	{"stream", func(b *testing.B, lw cache.ListerWatcher, i int, obs wgwatch.Observer) func() {
-		st, err := wgwatch.NewStream(lw, wgwatch.HandlerFuncs{}, wgwatch.StreamOptions{
-			Resource: configmaps, Name: "restart-" + strconv.Itoa(i), Observer: obs,
-		})
-		if err != nil {
-			b.Fatalf("NewStream: %v", err)
-		}
-		return runStream(b, st)
-	}},
-	{"informer", func(b *testing.B, lw cache.ListerWatcher, i int, obs wgwatch.Observer) func() {
-		ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{
-			Resource: configmaps, Name: "restart-" + strconv.Itoa(i), Observer: obs,
-		})
-		if err != nil {
-			b.Fatalf("Instrument: %v", err)
-		}
-		return runIdleInformer(b, ilw, nil, false)
-	}},
-}
-
-func BenchmarkRestart(b *testing.B) {
-	defer timeGroup("restart")()
-	r, _ := cluster(b, "restart", harness.Options{}, func(r *harness.Remote) struct{} {
-		c := newClient(b, r.Config(), contentProtobuf)
-		defer c.Close()
-		createObjects(b, c, restartNS, restartObjects)
-		return struct{}{}
-	})
-	for round := 1; round <= *benchRounds; round++ {
-		for _, k := range rotate(restartKinds, round) {
-			b.Run(roundName(k.name, round), func(b *testing.B) { benchRestart(b, r, "restart/"+k.name, k) })
-		}
-	}
-}
-
-// ticker writes a ConfigMap outside the watched namespace ten times a
-// second until the returned function is called; writes that fail (the
-// apiserver is restarting) are retried at the next tick.
-func ticker(b *testing.B, c *client) (stop func()) {
-	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cms := c.CoreV1().ConfigMaps("default")
-	cm := configMap("default", "restart-tick", 0)
-	if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		b.Fatalf("ticker: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for n := 1; ; n++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			_, _ = cms.Update(ctx, configMap("default", "restart-tick", n), metav1.UpdateOptions{})
-		}
-	}()
-	return func() { cancel(); <-done }
-}
-
-func benchRestart(b *testing.B, r *harness.Remote, name string, k restartKind) {
-	for range b.N {
-		b.StopTimer()
-		c := newClient(b, r.Config(), contentProtobuf)
-		col := newCollector(restartStreams)
-		stops := make([]func(), restartStreams)
-		for i := range stops {
-			lw := &tracker{inner: typedLW(c, restartNS), id: i, col: col}
-			stops[i] = k.start(b, lw, i, col.observer(i))
-		}
-		waitGroup(b, &col.streaming, fmt.Sprintf("%d %ss Streaming", restartStreams, k.name))
-		b.StartTimer()
-
-		// A cluster is written to all the time (leases, Events, status):
-		// a writer outside the watched namespace, ten writes a second,
-		// puts writes between the consumers' last bookmark and the new
-		// apiserver's first LIST, whose watch cache then starts after
-		// every cursor. (With nothing written in between, a resume from
-		// the cursor finds the new cache at the same resourceVersion and
-		// goes on without a replay.)
-		stopTicks := ticker(b, c)
-		col.arm()
-		restarted := make(chan error, 1)
-		go func() { restarted <- r.RestartAPIServer() }()
-		select {
-		case <-col.allLive:
-		case <-time.After(waitTimeout):
-			b.Fatalf("%s: %s", k.name, col.progress())
-		}
-		b.StopTimer()
-		if err := waitFor(b, restarted, "the restart"); err != nil {
-			b.Fatalf("restart: %v", err)
-		}
-		stopTicks()
-		res := col.result()
-		stopAll(stops)
-		c.Close()
-		b.ReportMetric(res.streaming.Seconds(), "s-to-streaming")
-		b.ReportMetric(float64(res.peak), "peak-replays")
-		b.ReportMetric(float64(len(res.published)), "published")
-		if len(res.published) > 0 {
-			b.Logf("%s published after the cut: %v", k.name, res.published)
-		}
-		record(name, "replayed_s", res.replayed, "streaming_s", res.streaming, "median_streaming_s", res.medianStreaming,
-			"peak_replays", res.peak, "replays", res.replays, "published", len(res.published),
-			"expired", res.endings[wgwatch.OutcomeExpired], "closed", res.endings[wgwatch.OutcomeClosed], "error", res.endings[wgwatch.OutcomeError])
-		b.StartTimer()
-	}
-}
 
 // collector gathers what the consumers of one round do around the cut.
 type collector struct {
@@ -260,10 +110,19 @@ func (c *collector) watchEnded(id int) {
 	c.wasCut[id] = true
 }
 
+// wentLive notes a consumer live again: once it was cut, and has replayed
+// since. Every scenario expires every cursor, so a consumer is not done
+// recovering until its replay is: a resume can look live (open for
+// ShortSession) before its 410 comes, when the server is slow to send it
+// (a watch from etcd, as with the watch cache off, learns of the
+// compaction asynchronously).
 func (c *collector) wentLive(id int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.wasCut[id] {
+		return
+	}
+	if _, ok := c.replayed[id]; !ok {
 		return
 	}
 	if _, ok := c.live[id]; ok {
