@@ -56,15 +56,15 @@ import (
 // nothing the informer sees; it is how its states are known) with one
 // handler. Each runs once a round, in an order rotated every round.
 var (
-	serverRestartSizes   = flag.String("bench.server.restart", "300,1000", "comma-separated consumer counts of BenchmarkServerRestart")
-	serverExpirySizes    = flag.String("bench.server.expiry", "300", "comma-separated consumer counts of BenchmarkServerExpiry")
-	serverReplaySizes    = flag.String("bench.server.replay", "10000,50000", "comma-separated collection sizes of BenchmarkServerReplay")
-	serverReplayCrowd    = flag.Int("bench.server.replay.consumers", 10, "consumers of each collection in BenchmarkServerReplay")
-	serverKindNames      = flag.String("bench.server.kinds", "stream,informer", "comma-separated consumers of the server-* groups (also: "+strings.Join(extraRecoveryKindNames(), ", ")+")")
-	serverSpareSettle    = 3 * time.Second // after a spare apiserver is ready, before the idle measurement
-	serverIdleWindow     = 2 * time.Second
-	recoveryObjects      = 100
-	recoveryNamespace    = "recovery"
+	serverRestartSizes = flag.String("bench.server.restart", "300,1000", "comma-separated consumer counts of BenchmarkServerRestart")
+	serverExpirySizes  = flag.String("bench.server.expiry", "300", "comma-separated consumer counts of BenchmarkServerExpiry")
+	serverReplaySizes  = flag.String("bench.server.replay", "10000,50000", "comma-separated collection sizes of BenchmarkServerReplay")
+	serverReplayCrowd  = flag.Int("bench.server.replay.consumers", 10, "consumers of each collection in BenchmarkServerReplay")
+	serverKindNames    = flag.String("bench.server.kinds", "stream,informer", "comma-separated consumers of the server-* groups (also: "+strings.Join(extraRecoveryKindNames(), ", ")+")")
+	serverSpareSettle  = 3 * time.Second // after a spare apiserver is ready, before the idle measurement
+	serverIdleWindow   = 2 * time.Second
+	recoveryObjects    = 100
+	recoveryNamespace  = "recovery"
 )
 
 type recoveryKind struct {

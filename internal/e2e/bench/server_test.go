@@ -317,4 +317,3 @@ func (m *serverMeter) stop() serverFigures {
 	}
 	return f
 }
-
