@@ -22,13 +22,16 @@ import (
 //
 //   - Spread. A replay that a verdict asks for at once (after an expiry, or
 //     a replay cut before it was complete) starts after a random wait in
-//     [0, ReplaySpread), 1 s by default. The replays of many streams,
-//     across every process that saw the same event, arrive spread over
-//     that second instead of in one instant. client-go's reflector spreads
-//     its relists the same way by accident: after a 410 it waits its
-//     backoff, 0.8 to 1.6 s. A replay that waits for a backoff or for the
-//     replay budget is spread already and waits no longer; the first
-//     replay of a stream that starts without a cursor does not wait.
+//     [ReplaySpread/2, 3·ReplaySpread/2): 0.5 to 1.5 s by default. The
+//     resumes that every watch cut at once makes first (each answered 410)
+//     have half a second to drain, and the replays of many streams, across
+//     every process that saw the same event, then arrive spread over a
+//     second instead of in one instant. client-go's reflector spreads its
+//     relists much the same way, by its backoff: after a 410 it waits 0.8
+//     to 1.6 s. So a stream replays no more densely than an informer, and
+//     is done sooner. A replay that waits for a backoff or for the replay
+//     budget is spread already and waits no longer; the first replay of a
+//     stream that starts without a cursor does not wait.
 //   - Served from the watch cache. The first replay after a 410 asks for
 //     the collection "not older than" the cursor that expired
 //     (resourceVersion = the cursor, resourceVersionMatch NotOlderThan),
@@ -51,13 +54,14 @@ import (
 const DefaultReplaySpread = time.Second
 
 // replaySpread returns how long to wait before a replay that a verdict
-// asked for after d: d, or if d is zero a random wait in [0,
-// ReplaySpread).
+// asked for after d: d, or if d is zero a random wait in
+// [ReplaySpread/2, 3·ReplaySpread/2).
 func (s *Stream) replaySpread(d time.Duration) time.Duration {
-	if d > 0 || s.opts.ReplaySpread <= 0 {
+	j := s.opts.ReplaySpread
+	if d > 0 || j <= 0 {
 		return d
 	}
-	return time.Duration(rand.Int64N(int64(s.opts.ReplaySpread)))
+	return j/2 + time.Duration(rand.Int64N(int64(j)))
 }
 
 // noteReplayCause is called when a session's ending makes the stream

@@ -184,14 +184,13 @@ func TestReplaysAfterRestartAreSpread(t *testing.T) {
 	tests := []struct {
 		name   string
 		spread time.Duration
-		// wantMaxAt bounds the replays' starts, from the restart; wantSpread
-		// is whether they must be spread over more than half of it.
-		wantMaxAt  time.Duration
-		wantSpread bool
+		// The replays start in [from, to) after the restart, at random:
+		// about half of them in each half of it.
+		from, to time.Duration
 	}{
-		{name: "default", spread: 0, wantMaxAt: wgwatch.DefaultReplaySpread, wantSpread: true},
-		{name: "3s", spread: 3 * time.Second, wantMaxAt: 3 * time.Second, wantSpread: true},
-		{name: "off", spread: -1, wantMaxAt: 0},
+		{name: "default", spread: 0, from: wgwatch.DefaultReplaySpread / 2, to: 3 * wgwatch.DefaultReplaySpread / 2},
+		{name: "3s", spread: 3 * time.Second, from: 1500 * time.Millisecond, to: 4500 * time.Millisecond},
+		{name: "off", spread: -1, from: 0, to: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,21 +247,20 @@ func TestReplaysAfterRestartAreSpread(t *testing.T) {
 				if len(starts) != streams {
 					t.Fatalf("%d replays after the restart, want %d", len(starts), streams)
 				}
-				var latest time.Duration
 				late := 0
 				for _, d := range starts {
-					latest = max(latest, d)
-					if d >= tt.wantMaxAt/2 {
+					if d < tt.from || d > tt.to || (d == tt.to && tt.to > 0) {
+						t.Errorf("a replay started %v after the restart, want in [%v, %v)", d, tt.from, tt.to)
+						break
+					}
+					if d >= (tt.from+tt.to)/2 {
 						late++
 					}
 				}
-				if latest > tt.wantMaxAt {
-					t.Errorf("the last replay started %v after the restart, want at most %v", latest, tt.wantMaxAt)
-				}
 				// Uniform over the spread, a half holds about half the
 				// replays: fewer than a quarter is not spread.
-				if tt.wantSpread && late < streams/4 {
-					t.Errorf("%d of %d replays started in the second half of %v, want about half", late, streams, tt.wantMaxAt)
+				if tt.to > tt.from && (late < streams/4 || late > 3*streams/4) {
+					t.Errorf("%d of %d replays started in the second half of [%v, %v), want about half", late, streams, tt.from, tt.to)
 				}
 				mu.Lock()
 				defer mu.Unlock()

@@ -166,8 +166,9 @@ type StreamOptions struct {
 	DisableWatchList bool
 	// ReplaySpread spreads the replays of many streams that expire at
 	// once (an apiserver restart expires every cursor): a replay that
-	// would start at once starts after a random wait in [0,
-	// ReplaySpread). Defaults to 1s; negative: none. See replayload.go.
+	// would start at once starts after a random wait in
+	// [ReplaySpread/2, 3·ReplaySpread/2). Defaults to 1s; negative: none.
+	// See replayload.go.
 	ReplaySpread time.Duration
 	// ConsistentReplays makes every replay ask for the latest state
 	// (resourceVersion ""), a consistent read that costs etcd a request
