@@ -54,6 +54,10 @@ import (
 //     milliseconds, and reading it costs the apiserver about 70 ms.
 //   - wire_MB: bytes the consumers' client read from its connections (TLS
 //     and, for watch-lists, gzip included): what the apiserver sent them.
+//     dials: the connections it dialed (each a TLS handshake the
+//     apiserver serves): client-go's HTTP/2 transport dials one more
+//     whenever a request finds every connection at the server's limit of
+//     streams (100 by default).
 //
 // The figures are per recovery: one restart, one expiry.
 
@@ -196,7 +200,7 @@ type serverFigures struct {
 	etcdReads                float64
 	peakInflight, peakQueued float64
 	peakSeats, peakAll       float64
-	wire                     int64
+	wire, dials              int64
 	window                   time.Duration
 }
 
@@ -208,7 +212,7 @@ func (f serverFigures) kv() []any {
 		"lists_etcd", f.listsEtcd, "lists_cache", f.listsCache, "etcd_objects", f.etcdObjects,
 		"init_events", f.initEvents, "etcd_reads", f.etcdReads,
 		"peak_inflight", f.peakInflight, "peak_seats", f.peakSeats, "peak_inqueue", f.peakQueued, "peak_inflight_all", f.peakAll,
-		"wire_MB", float64(f.wire) / 1e6,
+		"wire_MB", float64(f.wire) / 1e6, "dials", f.dials,
 		"api_idle_cores", f.apiIdle, "etcd_idle_cores", f.etcdIdle, "window_s", f.window,
 	}
 }
@@ -226,6 +230,7 @@ type serverMeter struct {
 	start       time.Time
 	api0, etcd0 time.Duration
 	wire0       int64
+	dials0      int64
 	m0          samples
 }
 
@@ -263,7 +268,7 @@ func startServerMeter(b *testing.B, r *harness.Remote, scraper, consumers *clien
 	}
 	m.start = time.Now()
 	m.api0, m.etcd0 = procCPU(b, m.api), procCPU(b, m.etcd)
-	m.wire0 = consumers.read.Load()
+	m.wire0, m.dials0 = consumers.read.Load(), consumers.dials.Load()
 	return m
 }
 
@@ -273,7 +278,7 @@ func (m *serverMeter) stop() serverFigures {
 	b.Helper()
 	api1, etcd1 := procCPU(b, m.api), procCPU(b, m.etcd)
 	window := time.Since(m.start)
-	wire := m.consumers.read.Load() - m.wire0
+	wire, dials := m.consumers.read.Load()-m.wire0, m.consumers.dials.Load()-m.dials0
 	peaks, err := m.r.StopPeaks()
 	if err != nil {
 		b.Fatalf("sample: %v", err)
@@ -310,6 +315,7 @@ func (m *serverMeter) stop() serverFigures {
 		peakQueued:   peaks[`apiserver_flowcontrol_current_inqueue_requests{priority_level="`+consumerLevel+`"}`],
 		peakAll:      peaks["apiserver_flowcontrol_current_executing_requests"],
 		wire:         wire,
+		dials:        dials,
 		window:       window,
 	}
 	for _, op := range etcdReadOps {

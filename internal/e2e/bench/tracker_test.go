@@ -24,8 +24,9 @@ import (
 
 // collector gathers what the consumers of one round do around the cut.
 type collector struct {
-	n         int
-	streaming sync.WaitGroup // done at each consumer's first Streaming
+	n          int
+	mustReplay bool           // see wentLive
+	streaming  sync.WaitGroup // done at each consumer's first Streaming
 
 	mu       sync.Mutex
 	armed    bool
@@ -41,8 +42,8 @@ type collector struct {
 	states   []string
 }
 
-func newCollector(n int) *collector {
-	c := &collector{n: n, wasCut: map[int]bool{}, replayed: map[int]time.Time{}, live: map[int]time.Time{},
+func newCollector(n int, mustReplay bool) *collector {
+	c := &collector{n: n, mustReplay: mustReplay, wasCut: map[int]bool{}, replayed: map[int]time.Time{}, live: map[int]time.Time{},
 		allLive: make(chan struct{}), endings: map[wgwatch.Outcome]int{}}
 	c.streaming.Add(n)
 	return c
@@ -110,19 +111,21 @@ func (c *collector) watchEnded(id int) {
 	c.wasCut[id] = true
 }
 
-// wentLive notes a consumer live again: once it was cut, and has replayed
-// since. Every scenario expires every cursor, so a consumer is not done
-// recovering until its replay is: a resume can look live (open for
-// ShortSession) before its 410 comes, when the server is slow to send it
-// (a watch from etcd, as with the watch cache off, learns of the
-// compaction asynchronously).
+// wentLive notes a consumer live again, once it was cut. With mustReplay
+// only once it has replayed since too: a resume can look live (open for
+// ShortSession) before its 410 comes when the server is slow to send it
+// (a watch served by etcd, as with the watch cache off, learns of a
+// compaction asynchronously). A restart's 410 comes at once, from the
+// new watch cache; should a consumer resume there without one (a
+// bookmark moved its cursor past the new cache's start), it is live
+// without a replay, and replays says so.
 func (c *collector) wentLive(id int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.wasCut[id] {
 		return
 	}
-	if _, ok := c.replayed[id]; !ok {
+	if _, ok := c.replayed[id]; c.mustReplay && !ok {
 		return
 	}
 	if _, ok := c.live[id]; ok {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
+	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 )
 
 // What a benchmark of the control plane's own cost needs: etcd in a
@@ -60,40 +62,45 @@ func etcdFor(tb TB, opts Options) *clientv3.Client {
 
 // StartSpare starts a second apiserver on the same etcd and returns its
 // address (host:port); the proxy still sends every connection to the
-// current one. Its watch cache starts at etcd's current revision, after
+// current one. It fails if a spare is running already. Its watch cache starts at etcd's current revision, after
 // every cursor the current one's clients hold (once anything is written
 // in between).
-func (c *Cluster) StartSpare() string {
+func (c *Cluster) StartSpare() (string, error) {
 	c.t.Helper()
 	if c.spare != nil {
-		c.t.Fatalf("harness: StartSpare: a spare apiserver is running already")
+		return "", errors.New("harness: StartSpare: a spare apiserver is running already")
 	}
 	c.spare = c.startAPIServer()
-	return hostOf(c.spare.ClientConfig)
+	return hostOf(c.spare.ClientConfig), nil
 }
 
 // SwitchToSpare points the proxy at the spare apiserver and cuts every
 // connection: the clients' next requests reach the spare. The old
-// apiserver keeps running, idle, until RetireOld.
-func (c *Cluster) SwitchToSpare() {
+// apiserver keeps running, idle, until RetireOld. It fails without a
+// spare, or while the apiserver it last switched from still runs.
+func (c *Cluster) SwitchToSpare() error {
 	c.t.Helper()
 	if c.spare == nil {
-		c.t.Fatalf("harness: SwitchToSpare: no spare apiserver")
+		return errors.New("harness: SwitchToSpare: no spare apiserver")
 	}
 	if c.retired != nil {
-		c.t.Fatalf("harness: SwitchToSpare: the apiserver switched from last time is still running")
+		return errors.New("harness: SwitchToSpare: the apiserver switched from last time is still running")
 	}
 	c.retired, c.api, c.spare = c.api, c.spare, nil
 	c.Proxy.SetBackend(hostOf(c.api.ClientConfig))
 	c.Proxy.ResetAll()
+	return nil
 }
 
-// RetireOld shuts down the apiserver SwitchToSpare switched from, if any.
+// RetireOld shuts down the apiserver SwitchToSpare switched from, if any,
+// and a spare that was started and not switched to.
 func (c *Cluster) RetireOld() {
 	c.t.Helper()
-	if c.retired != nil {
-		c.retired.TearDownFn()
-		c.retired = nil
+	for _, s := range []**kubeapiservertesting.TestServer{&c.retired, &c.spare} {
+		if *s != nil {
+			(*s).TearDownFn()
+			*s = nil
+		}
 	}
 }
 

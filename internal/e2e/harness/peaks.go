@@ -153,7 +153,7 @@ func (p *peakSampler) finish() string {
 }
 
 // StartPeaks makes the child sample [PeakGauges] every 2 ms, in process,
-// until StopPeaks.
+// until StopPeaks; a sampler already running starts over.
 func (r *Remote) StartPeaks() error {
 	_, err := r.command("peaks-start")
 	return err
@@ -187,7 +187,8 @@ func peakCommand(cmd string, sampler **peakSampler) string {
 	switch cmd {
 	case "peaks-start":
 		if *sampler != nil {
-			return "error the sampler is running"
+			// Left running by a caller that failed before StopPeaks.
+			(*sampler).finish()
 		}
 		p, err := startPeakSampler()
 		if err != nil {

@@ -231,9 +231,17 @@ func ServeRemote() {
 				c.RestartAPIServer()
 				fmt.Fprintln(reply, "ok")
 			case "spare":
-				fmt.Fprintf(reply, "ok %s\n", c.StartSpare())
+				addr, err := c.StartSpare()
+				if err != nil {
+					fmt.Fprintf(reply, "error %v\n", err)
+					continue
+				}
+				fmt.Fprintf(reply, "ok %s\n", addr)
 			case "switch":
-				c.SwitchToSpare()
+				if err := c.SwitchToSpare(); err != nil {
+					fmt.Fprintf(reply, "error %v\n", err)
+					continue
+				}
 				fmt.Fprintln(reply, "ok")
 			case "retire":
 				c.RetireOld()
