@@ -265,7 +265,7 @@ func runRecoveries(b *testing.B, r *harness.Remote, recs []*recovery) {
 	kinds := serverKinds(b)
 	for _, rec := range recs {
 		for _, k := range kinds[1:] {
-			for _, key := range []string{"api_cpu_s", "etcd_cpu_s", "etcd_reads", "lists_etcd", "peak_inflight", "streaming_s", "wire_MB"} {
+			for _, key := range []string{"api_cpu_s", "etcd_cpu_s", "etcd_reads", "lists_etcd", "peak_inflight", "peak_held", "streaming_s", "wire_MB"} {
 				defineRatio(rec.group+"/ratio", kinds[0].name+"/"+k.name+"_"+key, key, rec.group+"/"+kinds[0].name, rec.group+"/"+k.name)
 			}
 		}

@@ -47,8 +47,13 @@ import (
 //     priority level, workload-low): a WATCH until its initial events are
 //     sent, any other request until it ends. peak_seats, the most seats
 //     they held (a LIST of many objects takes more than one);
-//     peak_inqueue, the most that waited in its queues; peak_inflight_all,
-//     the most requests executing at once over every priority level. The
+//     peak_inqueue, the most that waited in its queues; peak_held, the
+//     most executing and waiting at the same instant (the consumers'
+//     burst as the server sees it, whatever its limit lets run: the
+//     limit of workload-low, which lends most of its seats to other
+//     levels while it is idle, was about 56 here when a burst came);
+//     peak_inflight_all, the most requests executing at once over every
+//     priority level. The
 //     child process samples these gauges every 2 ms, in process
 //     (harness.Remote.StartPeaks): /metrics cannot show a peak that lasts
 //     milliseconds, and reading it costs the apiserver about 70 ms.
@@ -200,6 +205,7 @@ type serverFigures struct {
 	etcdReads                float64
 	peakInflight, peakQueued float64
 	peakSeats, peakAll       float64
+	peakDemand               float64
 	wire, dials              int64
 	window                   time.Duration
 }
@@ -211,7 +217,7 @@ func (f serverFigures) kv() []any {
 		"lists", f.lists, "watches", f.watches, "watch_lists", f.watchLists, "req_429", f.req429,
 		"lists_etcd", f.listsEtcd, "lists_cache", f.listsCache, "etcd_objects", f.etcdObjects,
 		"init_events", f.initEvents, "etcd_reads", f.etcdReads,
-		"peak_inflight", f.peakInflight, "peak_seats", f.peakSeats, "peak_inqueue", f.peakQueued, "peak_inflight_all", f.peakAll,
+		"peak_inflight", f.peakInflight, "peak_seats", f.peakSeats, "peak_inqueue", f.peakQueued, "peak_held", f.peakDemand, "peak_inflight_all", f.peakAll,
 		"wire_MB", float64(f.wire) / 1e6, "dials", f.dials,
 		"api_idle_cores", f.apiIdle, "etcd_idle_cores", f.etcdIdle, "window_s", f.window,
 	}
@@ -314,6 +320,7 @@ func (m *serverMeter) stop() serverFigures {
 		peakSeats:    peaks[`apiserver_flowcontrol_current_executing_seats{priority_level="`+consumerLevel+`"}`],
 		peakQueued:   peaks[`apiserver_flowcontrol_current_inqueue_requests{priority_level="`+consumerLevel+`"}`],
 		peakAll:      peaks["apiserver_flowcontrol_current_executing_requests"],
+		peakDemand:   peaks[harness.PeakDemand+`{priority_level="`+consumerLevel+`"}`],
 		wire:         wire,
 		dials:        dials,
 		window:       window,

@@ -126,12 +126,25 @@ func (p *peakSampler) sample(collectors []prometheus.Collector) {
 			}
 		}
 	}
+	// What the server holds at this instant, executing or queued.
+	for k, v := range sums {
+		if rest, ok := strings.CutPrefix(k, PeakGauges[0]); ok {
+			sums[PeakDemand+rest] = v + sums[PeakGauges[2]+rest]
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k, v := range sums {
 		p.peaks[k] = max(p.peaks[k], v)
 	}
 }
+
+// PeakDemand names, in StopPeaks' answer, the sum of the requests
+// executing and queued at the same instant
+// (apiserver_flowcontrol_current_executing_requests plus
+// apiserver_flowcontrol_current_inqueue_requests): every request the
+// server holds, whether priority and fairness lets it run yet or not.
+const PeakDemand = "demand_requests"
 
 // finish stops the sampler and returns its peaks as "key=value ..." in
 // key order.
@@ -161,7 +174,8 @@ func (r *Remote) StartPeaks() error {
 
 // StopPeaks stops the child's sampler and returns the highest value each
 // gauge reached since StartPeaks: by name summed over every series, and
-// by `name{priority_level="x"}` summed over that priority level's.
+// by `name{priority_level="x"}` summed over that priority level's; and
+// the same of [PeakDemand].
 func (r *Remote) StopPeaks() (map[string]float64, error) {
 	line, err := r.command("peaks-stop")
 	if err != nil {
