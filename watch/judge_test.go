@@ -23,7 +23,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
@@ -776,11 +775,11 @@ func refusesWrongOptions(v *verdict, srv *watchtest.Server, p *probe, sc schedul
 }
 
 // isCursorCheck reports whether r is a stream's check of its cursor (a
-// LIST of one object with a timeoutSeconds, or one at the cursor,
-// NotOlderThan): not a replay, and no session of its own.
+// LIST of one object with a timeoutSeconds, either way it is asked): not
+// a replay, and no session of its own. A replay's first page after a 410
+// is NotOlderThan the expired cursor, and may be of one object.
 func isCursorCheck(r watchtest.Request) bool {
-	return r.Kind == watchtest.CallList && r.Options.Limit == 1 &&
-		(r.Options.TimeoutSeconds != nil || r.Options.ResourceVersionMatch == metav1.ResourceVersionMatchNotOlderThan)
+	return r.Kind == watchtest.CallList && r.Options.Limit == 1 && r.Options.TimeoutSeconds != nil
 }
 
 // replayTimes returns when each full replay was served: a LIST's first
