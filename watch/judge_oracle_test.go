@@ -174,13 +174,14 @@ func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, ope
 		// ShortSession, and the moment the watch must stay quiet.
 		live := replayEnd.Add(shortSession + time.Millisecond)
 		if in, atOpen := checksIn(r); atOpen {
-			// Confirmed by a check's answer, or by an event or a
-			// bookmark from the cursor, whichever came first; a check
-			// that failed confirms nothing.
+			// Confirmed by a check's answer (when the server returned
+			// it, after the LIST's latency and its one object's), or by
+			// an event or a bookmark from the cursor, whichever came
+			// first; a check that failed confirms nothing.
 			var confirmed time.Time
 			for _, c := range in {
-				if c.Err == nil && !saysAhead(c, r) {
-					confirmed = c.At.Add(opened)
+				if c.Err == nil && !c.Answered.IsZero() && !saysAhead(c, r) {
+					confirmed = c.Answered
 					break
 				}
 			}

@@ -191,6 +191,10 @@ type Request struct {
 	FirstEvent time.Time
 	// Closed is when the watch ended; zero while it is open.
 	Closed time.Time
+	// Answered is when a LIST returned, its list or its error (after the
+	// [Latency] of the request and of the items listed); zero for
+	// watches and until then.
+	Answered time.Time
 	// Events counts the events and bookmarks the watch delivered.
 	Events int
 	// ResourceVersion is the resourceVersion of the list a LIST answered

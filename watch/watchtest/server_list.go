@@ -79,18 +79,19 @@ func (s *Server) ListWithContext(ctx context.Context, options metav1.ListOptions
 	if r.err != nil {
 		return nil, s.failList(req, r.err)
 	}
+	s.mu.Lock()
 	if m, err := meta.ListAccessor(r.list); err == nil {
-		s.mu.Lock()
 		req.ResourceVersion = m.GetResourceVersion()
-		s.mu.Unlock()
 	}
+	req.Answered = s.clock.Now()
+	s.mu.Unlock()
 	return r.list, nil
 }
 
 func (s *Server) failList(req *Request, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	req.Err = err
+	req.Err, req.Answered = err, s.clock.Now()
 	return err
 }
 

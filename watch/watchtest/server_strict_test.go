@@ -483,6 +483,9 @@ func TestServerLatency(t *testing.T) {
 		if _, err := s.List(metav1.ListOptions{Limit: 500}); err != nil || time.Since(start) != 505*time.Millisecond {
 			t.Errorf("List(500 of 1000) took %v (%v), want 505ms", time.Since(start), err)
 		}
+		if reqs := s.Requests(); reqs[len(reqs)-1].Answered.Sub(start) != 505*time.Millisecond {
+			t.Errorf("Request.Answered = %v after the call, want 505ms", reqs[len(reqs)-1].Answered.Sub(start))
+		}
 		s.SetFaults(watchtest.Faults{WatchLifetime: 300 * time.Millisecond})
 		w, err := s.Watch(watchList(""))
 		if err != nil {
