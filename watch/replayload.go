@@ -41,10 +41,11 @@ import (
 //     revision), and it waits for the cache to catch up to it. The
 //     snapshot is then at the cache's resourceVersion, at or after the
 //     cursor, which is all a consumer needs: the watch that follows
-//     catches up from there. If that replay fails, for any reason, the
-//     next one asks for the latest again. After a 504 "too large resource
-//     version" (a cursor ahead of the server) or any other cause of a
-//     replay, the replay asks for the latest.
+//     catches up from there. If that replay fails for a transient reason
+//     (a 429, a connection cut), the next one asks the same; if it fails
+//     for any other, the next one asks for the latest. After a 504 "too
+//     large resource version" (a cursor ahead of the server) or any other
+//     cause of a replay, the replay asks for the latest.
 //
 // Neither changes what a consumer sees: a complete snapshot, then events
 // in order. [StreamOptions.ReplaySpread] and
@@ -66,13 +67,27 @@ func (s *Stream) replaySpread(d time.Duration) time.Duration {
 
 // noteReplayCause is called when a session's ending makes the stream
 // replay, before it drops its cursor: after a 410 the next replay asks for
-// the collection not older than that cursor.
+// the collection not older than that cursor. A replay that failed for a
+// transient reason (a 429 from an apiserver shedding load, a connection
+// cut) or was cut before its end is asked again not older than the same
+// cursor: asking for the latest instead would cost etcd a read at the
+// moment the control plane is busiest, for no better snapshot. Any other
+// failure of that replay (a cursor the server has not reached, a server
+// that refuses the request) makes the next one ask for the latest.
 func (s *Stream) noteReplayCause(err error) {
 	if s.opts.ConsistentReplays {
 		return
 	}
-	if class, reason := Classify(err); class == ClassExpired && reason == ReasonExpiredResourceVersion {
-		s.relist.from = s.Cursor()
+	class, reason := Classify(err)
+	switch {
+	case s.Cursor() != "":
+		s.relist.from = ""
+		if class == ClassExpired && reason == ReasonExpiredResourceVersion {
+			s.relist.from = s.Cursor()
+		}
+	case class != ClassTransient && class != ClassNone:
+		// A replay that failed, not for load nor cut.
+		s.relist.from = ""
 	}
 }
 
@@ -84,8 +99,8 @@ func (s *Stream) noteReplayCause(err error) {
 type cacheRelist struct {
 	inner cache.ListerWatcherWithContext
 	// from is the expired cursor the current replay asks for, "" for the
-	// latest. noteReplayCause sets it; the end of the replay's session
-	// clears it (replayDone).
+	// latest. noteReplayCause sets it; a session that ends with a cursor
+	// (the replay delivered its snapshot) clears it (replayDone).
 	from string
 }
 

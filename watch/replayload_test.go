@@ -97,6 +97,32 @@ func TestReplayAfterExpiryAsksTheWatchCache(t *testing.T) {
 			replayed},
 		want: []replayAsk{{"watch-list", "4", notOlder}, {"watch-list", "", notOlder}},
 	}, {
+		name: "a replay from the watch cache refused for load (429) asks the watch cache again",
+		sessions: []watchtest.Session{live410,
+			{OpenErr: watchtest.TooManyRequests(1)},
+			{OpenErr: watchtest.ConnectionRefused()},
+			replayed},
+		want: []replayAsk{{"watch-list", "4", notOlder}, {"watch-list", "4", notOlder}, {"watch-list", "4", notOlder}},
+	}, {
+		name: "a replay from the watch cache cut before its end asks the watch cache again",
+		sessions: []watchtest.Session{live410,
+			{Events: []apiwatch.Event{watchtest.Added(rlCM("a", "7"))}},
+			replayed},
+		want: []replayAsk{{"watch-list", "4", notOlder}, {"watch-list", "4", notOlder}},
+	}, {
+		name: "a replay from the watch cache that the server refuses is followed by one from the latest",
+		sessions: []watchtest.Session{live410,
+			{OpenErr: watchtest.Forbidden()},
+			replayed},
+		want: []replayAsk{{"watch-list", "4", notOlder}, {"watch-list", "", notOlder}},
+	}, {
+		name: "a transient failure after the replay's snapshot: the next expiry asks from the new cursor",
+		sessions: []watchtest.Session{live410,
+			{Events: []apiwatch.Event{watchtest.Added(rlCM("a", "7")), watchtest.InitialEventsEnd("8"), watchtest.ErrorEvent(watchtest.ServiceUnavailable())}},
+			{OpenErr: watchtest.Expired()},
+			replayed},
+		want: []replayAsk{{"watch-list", "4", notOlder}, {"watch-list", "8", notOlder}},
+	}, {
 		name: "only the first replay after the 410: a second expiry of the replayed cursor asks from it",
 		sessions: []watchtest.Session{live410,
 			{Events: []apiwatch.Event{watchtest.Added(rlCM("a", "7")), watchtest.InitialEventsEnd("8"), watchtest.Bookmark("9"), watchtest.ErrorEvent(watchtest.Expired())}},

@@ -472,7 +472,9 @@ func (s *Stream) waitReplay(ctx context.Context, d time.Duration) bool {
 // answered, a watch-list it accepted): the limit is on the load of full
 // replays, and a refused request is no load.
 func (s *Stream) replayDone(r result) {
-	s.relist.from = ""
+	if s.Cursor() != "" {
+		s.relist.from = ""
+	}
 	if r.served {
 		s.replays.ReserveN(s.clock.Now(), 1)
 	}
