@@ -87,21 +87,28 @@
 // 45 s (the 3 s and the Retry-After are what the e2e parity test sees with
 // the retries off). When it asks:
 //
-//   - At once, before the session may go live, when the stream is in doubt:
-//     at the start from [StreamOptions.Cursor], and after any session that
-//     did not go live (the server that answers after trouble may be another
-//     one). An event or a bookmark from the cursor confirms it as well.
+//   - ShortSession/2 after the session opened, before it may go live, when
+//     the stream is in doubt: at the start from [StreamOptions.Cursor], and
+//     after any session that did not go live (the server that answers after
+//     trouble may be another one). An event or a bookmark from the cursor
+//     confirms it as well.
 //   - Otherwise after CursorCheck (10 s) of silence, counted across the
 //     sessions since the server last delivered anything: in a cluster where
 //     the collection changes at least every 10 s, never.
 //
+// Never sooner than ShortSession/2 into a session: a server that has let
+// the cursor expire answers the watch with a 410 a moment after it opens,
+// and a check then is a LIST for nothing (after an apiserver restart, one
+// for nearly every stream; see the benchmarks' server-restart group).
+//
 // So a cursor ahead of the server is replayed within 10 s and the
-// server's answer (at once when in doubt: measured against a real
-// kube-apiserver 1.37, a stream started from a cursor 100,000 revisions
-// ahead replays at once, where it used to stream nothing); the cost is one
-// LIST of one object per session that hears nothing in its first 10 s
-// (one per 30 to 60 minutes per stream
-// with the server's default timeouts), and one per session after trouble.
+// server's answer, within ShortSession/2 and the answer when in doubt
+// (measured against a real kube-apiserver 1.37: a stream started from a
+// cursor 100,000 revisions ahead replays within a second, where it used
+// to stream nothing); the cost is one LIST of one object per session that
+// hears nothing in its first 10 s (one per 30 to 60 minutes per stream
+// with the server's default timeouts), and one per session after trouble
+// that the server does not answer within ShortSession/2.
 // Two cases stay out of reach, for every client: writes that carry a
 // restored etcd past the cursor before the stream asks lose the changes
 // between (restore etcd with etcdutl's --bump-revision and

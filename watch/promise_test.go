@@ -167,6 +167,102 @@ func TestStreamCursorCheckCost(t *testing.T) {
 	}
 }
 
+// A stream in doubt (started from a persisted cursor, or resuming after
+// trouble), or silent for CursorCheck across sessions, checked its cursor
+// the instant its watch opened. When the server had let the cursor
+// expire, the 410 came as the watch's first event a moment later, and the
+// check was a LIST for nothing: after an apiserver restart under 1,000
+// streams, 600 to 900 LISTs and as many etcd reads (internal/e2e/bench,
+// server-restart/1000). A check now comes ShortSession/2 after the open at
+// the soonest, unless the server answered first; a session the check
+// confirms still goes live at ShortSession.
+func TestStreamInDoubtChecksOnlyWhatTheServerLeavesUnanswered(t *testing.T) {
+	short := wgwatch.DefaultShortSession
+	t.Run("a 410 answers the cursor: no check", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newServer(t, watchtest.ServerOptions{}, "a", "b")
+			// An apiserver restart after writes: its new watch cache
+			// starts after the cursor.
+			cursor := srv.ResourceVersion()
+			srv.AdvanceRevision(1)
+			srv.Restart()
+			p := newProbe()
+			stop := runStream(t, newStream(t, srv, p, wgwatch.StreamOptions{Cursor: cursor}))
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			stop()
+			if n := cursorChecks(srv.Requests()); n != 0 {
+				t.Errorf("%d cursor checks, want none: the server answered the resume with a 410\n%s", n, requestLog(srv.Requests(), p.start, 10))
+			}
+			if got := p.counts().snapshots; got != 1 {
+				t.Errorf("%d snapshots, want the 1 replay after the 410", got)
+			}
+		})
+	})
+	t.Run("silent for CursorCheck across sessions, then a 410: no check", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// Every request takes 2 s to answer (an apiserver under
+			// load): the silence of a quiet collection counts on between
+			// a session's cut and the next one's open.
+			srv := newServer(t, watchtest.ServerOptions{RestartNotReady: -1, Latency: watchtest.Latency{Request: 2 * time.Second}}, "a", "b")
+			p := newProbe()
+			stop := runStream(t, newStream(t, srv, p, wgwatch.StreamOptions{}))
+			time.Sleep(4 * time.Second)
+			srv.CloseWatches() // the resume opens at 6 s: silent since
+			time.Sleep(10500 * time.Millisecond)
+			synctest.Wait()
+			if n := cursorChecks(srv.Requests()); n != 0 {
+				t.Fatalf("%d cursor checks before the restart, want none\n%s", n, requestLog(srv.Requests(), p.start, 10))
+			}
+			// Cut 8.5 s into the silence, before its check at 16 s; the
+			// resume opens 10.5 s into it, to a 410.
+			srv.AdvanceRevision(1)
+			srv.Restart()
+			time.Sleep(5 * time.Second)
+			synctest.Wait()
+			stop()
+			if n := cursorChecks(srv.Requests()); n != 0 {
+				t.Errorf("%d cursor checks, want none: the server answered the resume with a 410\n%s", n, requestLog(srv.Requests(), p.start, 10))
+			}
+		})
+	})
+	t.Run("a silent resume is checked, and live at ShortSession", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newServer(t, watchtest.ServerOptions{}, "a", "b")
+			p := newProbe()
+			stop := runStream(t, newStream(t, srv, p, wgwatch.StreamOptions{Cursor: srv.ResourceVersion()}))
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			stop()
+			var opened, checked time.Time
+			for _, r := range srv.Requests() {
+				switch {
+				case isCursorCheck(r) && checked.IsZero():
+					checked = r.At
+				case r.Kind == watchtest.CallWatch && opened.IsZero():
+					opened = r.At
+				}
+			}
+			if n := cursorChecks(srv.Requests()); n != 1 {
+				t.Fatalf("%d cursor checks, want 1\n%s", n, requestLog(srv.Requests(), p.start, 10))
+			}
+			if got := checked.Sub(opened); got < short/2 || got > short/2+10*time.Millisecond {
+				t.Errorf("cursor checked %v after the watch opened, want ShortSession/2 (%v)", got, short/2)
+			}
+			var live time.Duration = -1
+			for _, st := range p.counts().states {
+				if st.v.Phase == wgwatch.PhaseStreaming {
+					live = st.at
+					break
+				}
+			}
+			if want := opened.Sub(p.start) + short; live < want || live > want+10*time.Millisecond {
+				t.Errorf("Streaming published at %v, want at ShortSession after the open (%v)\n%s", live, want, p.stateLog())
+			}
+		})
+	})
+}
+
 // s0 is the last state p heard.
 func s0(p *probe) wgwatch.State {
 	c := p.counts()
