@@ -38,6 +38,7 @@ type collector struct {
 	inflight int
 	peak     int
 	replays  int
+	checks   int
 	endings  map[wgwatch.Outcome]int
 	states   []string
 }
@@ -54,7 +55,17 @@ func newCollector(n int, mustReplay bool) *collector {
 func (c *collector) arm() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.armed, c.peak, c.replays = true, c.inflight, 0
+	c.armed, c.peak, c.replays, c.checks = true, c.inflight, 0, 0
+}
+
+// cursorCheck counts a stream's check of its cursor (a LIST of one object
+// with a timeoutSeconds): not a replay.
+func (c *collector) cursorCheck() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.armed {
+		c.checks++
+	}
 }
 
 func (c *collector) observer(id int) wgwatch.Observer {
@@ -146,7 +157,7 @@ func (c *collector) progress() string {
 
 type restartResult struct {
 	replayed, streaming, medianStreaming time.Duration
-	peak, replays                        int
+	peak, replays, checks                int
 	endings                              map[wgwatch.Outcome]int
 	published                            []string
 }
@@ -156,7 +167,7 @@ func (c *collector) result() restartResult {
 	defer c.mu.Unlock()
 	// What the consumers do from now on (their teardown) is not measured.
 	c.armed = false
-	res := restartResult{peak: c.peak, replays: c.replays, endings: maps.Clone(c.endings), published: slices.Clone(c.states)}
+	res := restartResult{peak: c.peak, replays: c.replays, checks: c.checks, endings: maps.Clone(c.endings), published: slices.Clone(c.states)}
 	var lives []time.Duration
 	for _, t := range c.live {
 		lives = append(lives, t.Sub(c.cut))
@@ -184,6 +195,10 @@ func (t *tracker) List(o metav1.ListOptions) (kruntime.Object, error) {
 }
 
 func (t *tracker) ListWithContext(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
+	if o.Limit == 1 && o.TimeoutSeconds != nil {
+		t.col.cursorCheck()
+		return t.inner.ListWithContext(ctx, o)
+	}
 	if o.Continue == "" {
 		t.col.replayBegin()
 	}
