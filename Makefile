@@ -178,7 +178,7 @@ monitoring-capture:
 # and the servers' logs go to $(BENCH_LOG); the console shows one "bench:"
 # line per figure, median [min..max] over the rounds (the
 # micro-benchmarks' -count runs too), and the machine's load. About
-# BENCH_MINUTES minutes on 2 cores; the server-replay group holds 10
+# 40 minutes on 2 cores; the server-replay group holds 10
 # informers of 50,000 objects at once (about 1 GB) beside the servers.
 BENCH_LOG    ?= $(CURDIR)/bench.log
 BENCH_ROUNDS ?= 5

@@ -147,9 +147,11 @@ type StreamOptions struct {
 	// counts across sessions that end before it is up (an apiserver
 	// restarting again and again), from the first session since the
 	// server last confirmed the cursor. At most one check per session,
-	// none in a session that delivers anything first, none after a replay
-	// (its cursor is the server's own). A negative value turns the check
-	// off. Defaults to 10s.
+	// never sooner than ShortSession/2 into it (a 410 answers first), none
+	// in a session that delivers anything first, none after a watch-list
+	// replay, and none after a LIST replay (its cursor is the server's
+	// own) unless the stream is in doubt. A negative value turns the
+	// check off. Defaults to 10s.
 	CursorCheck time.Duration
 	// ListPageSize is the page size of a LIST+WATCH replay. Defaults to
 	// 500, as client-go's pager. Every page is a round trip, and what a
