@@ -42,22 +42,6 @@ func replayAsks(calls []watchtest.Call) []replayAsk {
 	return out
 }
 
-// runStream runs s until the returned function is called; it fails the
-// test if Run returns an error.
-func runReplayStream(t *testing.T, s *wgwatch.Stream) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	return func() {
-		t.Helper()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run() = %v, want nil", err)
-		}
-	}
-}
-
 func TestReplayAfterExpiryAsksTheWatchCache(t *testing.T) {
 	live410 := watchtest.Session{Events: []apiwatch.Event{watchtest.Bookmark("4"), watchtest.ErrorEvent(watchtest.Expired())}}
 	replayed := watchtest.Session{Hang: true, Events: []apiwatch.Event{watchtest.Added(rlCM("a", "7")), watchtest.InitialEventsEnd("8")}}
@@ -139,7 +123,7 @@ func TestReplayAfterExpiryAsksTheWatchCache(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				stop := runReplayStream(t, s)
+				stop := runStream(t, s)
 				time.Sleep(time.Hour)
 				synctest.Wait()
 				stop()
@@ -173,7 +157,7 @@ func TestListReplayAfterExpiryAsksTheWatchCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stop := runReplayStream(t, s)
+		stop := runStream(t, s)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		cursor := s.Cursor()
@@ -248,7 +232,7 @@ func TestReplaysAfterRestartAreSpread(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					stops = append(stops, runReplayStream(t, s))
+					stops = append(stops, runStream(t, s))
 				}
 				time.Sleep(time.Minute)
 				synctest.Wait()
@@ -319,7 +303,7 @@ func TestFirstReplayIsNotDelayed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stop := runReplayStream(t, s)
+		stop := runStream(t, s)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		stop()
