@@ -244,6 +244,47 @@
 // makes (an exact LIST, invalid list options); and watchtest's scripted
 // ListerWatcher, another fake.
 //
+// # What a replay costs the control plane
+//
+// Every cursor expires at once when an apiserver restarts (its new watch
+// cache starts after them all), or when a compaction passes them and the
+// connections are cut. Every stream of every controller then replays at
+// the same moment: a burst of full replays against one apiserver. Two
+// things make a stream's share of it no larger than an informer's:
+//
+//   - Spread. A replay that a verdict asks for at once (after an expiry, or
+//     a replay cut before it was complete) starts after a random wait in
+//     [ReplaySpread/2, 3·ReplaySpread/2): 0.5 to 1.5 s by default. The
+//     resumes that every watch cut at once makes first (each answered 410)
+//     have half a second to drain, and the replays of many streams, across
+//     every process that saw the same event, then arrive spread over a
+//     second instead of in one instant. client-go's reflector spreads its
+//     relists much the same way, by its backoff: after a 410 it waits 0.8
+//     to 1.6 s. So a stream replays no more densely than an informer, and
+//     is done sooner. A replay that waits for a backoff or for the replay
+//     budget is spread already and waits no longer; the first replay of a
+//     stream that starts without a cursor does not wait.
+//   - Served from the watch cache. The first replay after a 410 asks for
+//     the collection "not older than" the cursor that expired
+//     (resourceVersion = the cursor, resourceVersionMatch NotOlderThan),
+//     as the reflector does. The watch cache serves that at once, from
+//     memory. A replay at resourceVersion "" is a consistent read: even
+//     served from the watch cache it costs etcd one request (the current
+//     revision), and it waits for the cache to catch up to it. The
+//     snapshot is then at the cache's resourceVersion, at or after the
+//     cursor, which is all a consumer needs: the watch that follows
+//     catches up from there. If that replay fails for a transient reason
+//     (a 429, a connection cut), the next one asks the same; if it fails
+//     for any other, the next one asks for the latest. After a 504 "too
+//     large resource version" (a cursor ahead of the server) or any other
+//     cause of a replay, the replay asks for the latest.
+//
+// Neither changes what a consumer sees: a complete snapshot, then events
+// in order. [StreamOptions.ReplaySpread] and
+// [StreamOptions.ConsistentReplays] turn them off. The figures, streams
+// beside informers against a real apiserver, are in the README's
+// performance section.
+//
 // # Replay and the consumer's contract
 //
 // At start without a cursor, after an expiry, and when a stale cursor is

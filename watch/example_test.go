@@ -110,6 +110,54 @@ func ExampleStream() {
 	// cursor: 15
 }
 
+// After a 410 a stream replays from the apiserver's watch cache: its
+// watch-list asks for the collection not older than the cursor that
+// expired, which the cache serves from memory, where one at
+// resourceVersion "" (ConsistentReplays) costs etcd a read. The replay
+// starts within ReplaySpread of the 410 (here 20ms, for the example; 1s by
+// default), so that the streams an apiserver restart expires together do
+// not all replay in the same instant.
+func ExampleStreamOptions_replays() {
+	for _, consistent := range []bool{false, true} {
+		lw := watchtest.New(
+			watchtest.Session{Events: []apiwatch.Event{watchtest.ErrorEvent(watchtest.Expired())}},
+			watchtest.Session{Events: []apiwatch.Event{
+				watchtest.Added(watchtest.ConfigMap("a", "7")),
+				watchtest.InitialEventsEnd("8"),
+			}, Hang: true},
+		)
+		ctx, cancel := context.WithCancel(context.Background())
+		stream, err := wgwatch.NewStream(lw, wgwatch.HandlerFuncs{
+			SnapshotFunc: func(context.Context, wgwatch.Snapshot) error {
+				cancel() // replayed: stop the example
+				return nil
+			},
+		}, wgwatch.StreamOptions{
+			Resource:          schema.GroupResource{Resource: "configmaps"},
+			Cursor:            "4",
+			ReplaySpread:      20 * time.Millisecond,
+			ConsistentReplays: consistent,
+		})
+		if err != nil {
+			panic(err)
+		}
+		_ = stream.Run(ctx)
+		fmt.Println("ConsistentReplays:", consistent)
+		for _, c := range lw.Calls() {
+			o := c.Options
+			watchList := o.SendInitialEvents != nil && *o.SendInitialEvents
+			fmt.Printf("  %s watch-list=%t resourceVersion=%q match=%q\n", c.Kind, watchList, o.ResourceVersion, o.ResourceVersionMatch)
+		}
+	}
+	// Output:
+	// ConsistentReplays: false
+	//   Watch watch-list=false resourceVersion="4" match=""
+	//   Watch watch-list=true resourceVersion="4" match="NotOlderThan"
+	// ConsistentReplays: true
+	//   Watch watch-list=false resourceVersion="4" match=""
+	//   Watch watch-list=true resourceVersion="" match="NotOlderThan"
+}
+
 // Instrument the ListerWatcher an informer is built from; with
 // controller-runtime, return the same from cache.Options.NewInformer.
 func ExampleInstrument() {

@@ -653,7 +653,7 @@ func (s *Stream) cursorAhead(ctx context.Context, cursor string) (ahead error, t
 		// waiting for (a watch's bound, which a LIST does not need), and
 		// tells a reader of the server's requests (the judge) that this
 		// LIST is a check and not a replay's first page.
-		list, err := s.relist.inner.ListWithContext(ctx, metav1.ListOptions{Limit: 1, TimeoutSeconds: ptr.To(int64(cursorCheckTimeout / time.Second))})
+		list, err := s.lw.inner.ListWithContext(ctx, metav1.ListOptions{Limit: 1, TimeoutSeconds: ptr.To(int64(cursorCheckTimeout / time.Second))})
 		if err != nil {
 			return nil, false
 		}
@@ -669,7 +669,7 @@ func (s *Stream) cursorAhead(ctx context.Context, cursor string) (ahead error, t
 			return fmt.Errorf("%w (resourceVersion %s, the server's is %s)", ErrCursorAhead, cursor, current), true
 		}
 	}
-	_, err := s.relist.inner.ListWithContext(ctx, metav1.ListOptions{
+	_, err := s.lw.inner.ListWithContext(ctx, metav1.ListOptions{
 		ResourceVersion: cursor, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 1,
 		TimeoutSeconds: ptr.To(int64(cursorCheckTimeout / time.Second)),
 	})

@@ -170,7 +170,7 @@ type StreamOptions struct {
 	// once (an apiserver restart expires every cursor): a replay that
 	// would start at once starts after a random wait in
 	// [ReplaySpread/2, 3·ReplaySpread/2). Defaults to 1s; negative: none.
-	// See replayload.go.
+	// See "What a replay costs the control plane" in the package doc.
 	ReplaySpread time.Duration
 	// ConsistentReplays makes every replay ask for the latest state
 	// (resourceVersion ""), a consistent read that costs etcd a request
@@ -246,16 +246,15 @@ func (o StreamOptions) withDefaults() StreamOptions {
 // Create one with [NewStream] and call [Stream.Run]; cancel its context to
 // stop it. Cursor and State are safe to call from any goroutine.
 type Stream struct {
-	lw      cache.ListerWatcherWithContext
+	lw      *cacheRelist // the ListerWatcher, by which replays ask the watch cache
 	handler Handler
 	opts    StreamOptions
 	clock   clock.Clock
 	running atomic.Bool
 	esc     escalator
 	// live is true while the current session is live.
-	live   atomic.Bool
-	stall  stallWatch
-	relist *cacheRelist // lw, by which replays ask the watch cache
+	live  atomic.Bool
+	stall stallWatch
 
 	// Owned by the goroutine in Run.
 	backoff backoff.Backoff
@@ -319,10 +318,8 @@ func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, 
 	if w, short := opts.WatchTimeout, opts.Policy.ShortSession; w > 0 && w < 2*short {
 		return nil, fmt.Errorf("NewStream: %w: WatchTimeout %s is shorter than twice ShortSession %s: no session could go live", ErrInvalidOptions, w, short)
 	}
-	relist := &cacheRelist{inner: cache.ToListerWatcherWithContext(lw)}
 	s := &Stream{
-		lw:           relist,
-		relist:       relist,
+		lw:           &cacheRelist{inner: cache.ToListerWatcherWithContext(lw)},
 		handler:      h,
 		opts:         opts,
 		clock:        opts.Clock,
@@ -474,9 +471,6 @@ func (s *Stream) waitReplay(ctx context.Context, d time.Duration) bool {
 // answered, a watch-list it accepted): the limit is on the load of full
 // replays, and a refused request is no load.
 func (s *Stream) replayDone(r result) {
-	if s.Cursor() != "" {
-		s.relist.from = ""
-	}
 	if r.served {
 		s.replays.ReserveN(s.clock.Now(), 1)
 	}
