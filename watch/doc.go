@@ -30,8 +30,10 @@
 // live once, after its replay if it had one, it has stayed open for
 // [Policy.ShortSession] and the stream has taken what the server sent
 // before then (a moment of quiet, or, for a collection that never goes
-// quiet, ShortSession more of events, though not the close or ERROR that
-// ends the session): what it delivers sooner does not count (behind a
+// quiet, ShortSession more of events during which the stream at least once
+// found nothing waiting, though not the close or ERROR that ends the
+// session; a backlog, every event already waiting when asked for, is
+// taken to its end first): what it delivers sooner does not count (behind a
 // proxy that cuts every watch at once, an event slipping through a cut
 // session is not health), nor does time the stream spent inside a
 // handler call of ShortSession or more (the server may have ended the

@@ -349,22 +349,25 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 	// opened is true once the session has stayed open for ShortSession
 	// and is not live yet: it goes live once what the server sent before
 	// then is forwarded (see Stream.consume).
-	opened := false
+	opened, caughtUp := false, false
 	var openedAt time.Time
 	for {
 		var ev apiwatch.Event
-		var open, got bool
+		var open, got, waited bool
 		if healthy != nil {
 			select {
 			case <-healthy:
-				healthy, opened, openedAt = nil, true, g.parent.clock.Now()
+				healthy, opened, openedAt, caughtUp = nil, true, g.parent.clock.Now(), false
 			default:
 			}
 		}
 		if opened {
-			// Quiet, or still busy ShortSession later, but not on what
-			// ends the session (see Stream.consume).
-			if ev, open, got = settled(in); !got || (open && ev.Type != apiwatch.Error && g.parent.clock.Since(openedAt) >= g.parent.opts.Policy.ShortSession) {
+			// Quiet, or still busy ShortSession later having caught up
+			// once, but not on what ends the session (see
+			// Stream.consume).
+			ev, open, got, waited = settled(in)
+			caughtUp = caughtUp || waited
+			if !got || (open && ev.Type != apiwatch.Error && caughtUp && g.parent.clock.Since(openedAt) >= g.parent.opts.Policy.ShortSession) {
 				opened, r.live = false, true
 				g.parent.live()
 			}

@@ -905,15 +905,24 @@ func TestStreamLiveUnderAFirehose(t *testing.T) {
 // firehose), but not on the close or the ERROR that ends it: behind a
 // slow handler the stream read the server's close exactly when the
 // session had been busy long enough, and published Streaming for a
-// session already gone (judge seed 4656).
+// session already gone (judge seed 4656). Nor while it takes a backlog
+// the server sent all at once, however long that takes: with 40 events
+// behind a handler that had been stuck, the stream published Streaming a
+// second into the backlog, its session closed long before (judge seed
+// 2741, one run in seven).
 func TestStreamNotLiveOnTheCloseThatEndsABusySession(t *testing.T) {
-	for _, ending := range []string{"close", "error"} {
-		t.Run(ending, func(t *testing.T) {
+	for _, c := range []struct {
+		ending string
+		events int
+	}{{"close", 14}, {"error", 14}, {"close", 40}, {"error", 40}} {
+		ending := c.ending
+		t.Run(fmt.Sprintf("%s after %d", ending, c.events), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				// 14 events a slow handler takes 150 ms each: opened at
-				// 1.05 s, busy until 2.1 s, when it reads the end.
+				// 1.05 s, busy until 2.1 s, when it reads the end; 40:
+				// busy until 6 s.
 				var events []apiwatch.Event
-				for i := range 14 {
+				for i := range c.events {
 					events = append(events, watchtest.Modified(watchtest.ConfigMap("a", fmt.Sprint(2+i))))
 				}
 				if ending == "error" {
@@ -923,15 +932,15 @@ func TestStreamNotLiveOnTheCloseThatEndsABusySession(t *testing.T) {
 				p := newProbe()
 				p.delay = func(time.Time) time.Duration { return 150 * time.Millisecond }
 				stop := runStream(t, newStream(t, lw, p, wgwatch.StreamOptions{Cursor: "1", CursorCheck: -1}))
-				time.Sleep(2200 * time.Millisecond)
+				time.Sleep(time.Duration(c.events+2) * 150 * time.Millisecond)
 				synctest.Wait()
 				stop()
-				c := p.counts()
-				if len(c.endings) == 0 {
+				n := p.counts()
+				if len(n.endings) == 0 {
 					t.Fatal("the first session did not end")
 				}
-				end := c.endings[0].at
-				for _, st := range c.states {
+				end := n.endings[0].at
+				for _, st := range n.states {
 					if st.at <= end && st.v.Phase == wgwatch.PhaseStreaming {
 						t.Errorf("Streaming published at %v, the session ended at %v:%s", st.at, end, p.stateLog())
 					}

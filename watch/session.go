@@ -394,7 +394,9 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	// what the server sent before then. A close or an ERROR behind a
 	// backlog means the server ended the session sooner; a consumer that
 	// never catches up is not live either.
-	opened := false
+	// caughtUp is true once, since the session opened, the stream found
+	// nothing waiting when it asked for the next event.
+	opened, caughtUp := false, false
 	var openedAt time.Time
 	for {
 		var ev apiwatch.Event
@@ -402,21 +404,25 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		// now, when set, is when the event in ev was taken.
 		var now time.Time
 		if healthy != nil && healthyTimer.fired.Load() {
-			healthy, opened, openedAt = nil, true, s.clock.Now()
+			healthy, opened, openedAt, caughtUp = nil, true, s.clock.Now(), false
 		}
 		if opened {
-			if ev, ok, got = settled(results); got {
+			var waited bool
+			if ev, ok, got, waited = settled(results); got {
 				now = s.clock.Now()
 			}
+			caughtUp = caughtUp || waited
 			// What ended the session (a close, an ERROR) does not make it
 			// live, however long it stayed busy before.
 			ending := got && (!ok || ev.Type == apiwatch.Error)
-			if !got || (!ending && now.Sub(openedAt) >= s.opts.Policy.ShortSession) {
+			if !got || (!ending && caughtUp && now.Sub(openedAt) >= s.opts.Policy.ShortSession) {
 				// Quiet: the stream has taken what the server sent. Or
-				// still busy ShortSession later: the server keeps
-				// sending, and a backlog from before would have been
-				// taken by then (a handler slow enough to take longer is
-				// watched on its own, above and in stallWatch).
+				// still busy ShortSession later, having caught up with
+				// the server at least once meanwhile: the server keeps
+				// sending. A stream that has only ever found the next
+				// event waiting is taking a backlog, however long it
+				// takes: behind a handler that was stuck for minutes, the
+				// close that ended the session long ago may be next.
 				opened = false
 				goneLive()
 			}
@@ -444,7 +450,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			case <-deadline:
 				return ended(CauseReplayDeadline, nil)
 			case <-healthy:
-				healthy, opened, openedAt = nil, true, s.clock.Now()
+				healthy, opened, openedAt, caughtUp = nil, true, s.clock.Now(), false
 				continue
 			case <-check:
 				// The check runs beside the session, which the stream
@@ -588,22 +594,24 @@ type checkResult struct {
 const settleWait = time.Millisecond
 
 // settled takes the next item of results if one comes within settleWait;
-// got is false if the watch stayed quiet that long. It waits on package
-// time, a scheduling pause rather than a policy (virtual inside a
+// got is false if the watch stayed quiet that long. waited is true if
+// nothing was ready when it asked: the stream had taken everything the
+// server had sent until then, and what it got arrived since. It waits on
+// package time, a scheduling pause rather than a policy (virtual inside a
 // testing/synctest bubble), and makes a timer only when nothing is ready.
-func settled(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, got bool) {
+func settled(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, got, waited bool) {
 	select {
 	case ev, ok = <-results:
-		return ev, ok, true
+		return ev, ok, true, false
 	default:
 	}
 	t := time.NewTimer(settleWait)
 	defer t.Stop()
 	select {
 	case ev, ok = <-results:
-		return ev, ok, true
+		return ev, ok, true, true
 	case <-t.C:
-		return ev, false, false
+		return ev, false, false, true
 	}
 }
 
