@@ -1017,3 +1017,47 @@ func TestStreamsToldTheSameRetryAfterComeBackSpread(t *testing.T) {
 		}
 	})
 }
+
+// An apiserver down for a few seconds and back (a restart: connections
+// refused, then a new watch cache that answers the resume 410) publishes
+// nothing: Ready stays True. Backoff doubles with every refused
+// connection and draws the next wait from up to twice the last, so after
+// seven seconds of refusals the next attempt could come a minute later:
+// the stream sat out the transient grace with the server back, and
+// published Blocked for an outage long healed (the e2e test of a 5 s
+// outage failed so, one run in forty, on a restart that took 7.7 s). Now
+// the stream looks again before the grace runs out, 20 to 25 s into the
+// trouble at the defaults. Outages of 5 to 18 s (the watch cache then
+// initialises for 2 s: the server answers 20 s into the trouble), fifty
+// times each with the backoff's own random draws.
+func TestStreamShortOutagePublishesNothing(t *testing.T) {
+	for _, down := range []time.Duration{5 * time.Second, 8 * time.Second, 12 * time.Second, 18 * time.Second} {
+		t.Run(down.String(), func(t *testing.T) {
+			for i := range 50 {
+				synctest.Test(t, func(t *testing.T) {
+					srv := newServer(t, watchtest.ServerOptions{}, "a")
+					p := newProbe()
+					stop := runStream(t, newStream(t, srv, p, wgwatch.StreamOptions{}))
+					defer stop()
+					time.Sleep(10 * time.Second)
+					synctest.Wait()
+					if st := p.stateAt(p.now()); st.Phase != wgwatch.PhaseStreaming {
+						t.Fatalf("not Streaming before the outage:%s", p.stateLog())
+					}
+					before := len(p.counts().states)
+					srv.SetFaults(watchtest.Faults{Refuse: true})
+					srv.CloseWatches()
+					time.Sleep(down)
+					srv.Restart()
+					srv.SetFaults(watchtest.Faults{})
+					time.Sleep(2 * time.Minute)
+					synctest.Wait()
+					if after := p.counts().states[before:]; len(after) > 0 {
+						t.Fatalf("run %d: a %v outage published %d states, the first %s/%s at %v:%s\nendings:%s",
+							i, down, len(after), after[0].v.Phase, after[0].v.Reason, after[0].at, p.stateLog(), p.endingLog(20))
+					}
+				})
+			}
+		})
+	}
+}

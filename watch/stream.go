@@ -445,7 +445,7 @@ func (s *Stream) wait(ctx context.Context, v Verdict) bool {
 	var d time.Duration
 	switch v.Wait {
 	case WaitBackoff:
-		d = s.backoff.Next(v.RetryAfter, false)
+		d = s.beforeEscalation(s.backoff.Next(v.RetryAfter, false), v)
 	case WaitSlow:
 		d = s.backoff.Next(v.RetryAfter, true)
 	default:
@@ -455,6 +455,40 @@ func (s *Stream) wait(ctx context.Context, v Verdict) bool {
 		return s.waitReplay(ctx, s.replaySpread(d))
 	}
 	return s.sleep(ctx, d)
+}
+
+// beforeEscalation shortens a backoff wait d that would outlast the
+// verdict's next escalation: the stream tries again before it publishes,
+// early enough to go live by then. Backoff doubles with every failure, so
+// after an outage of a few seconds (an apiserver restarting) the next wait
+// could be drawn from up to a minute: the stream would sit out the
+// transient grace while the server was back, and publish Blocked for an
+// outage that had healed (one short outage in forty, at the defaults).
+//
+// The time it leaves to go live, lead, is what a resume answered 410 takes
+// at most (a replay's spread, the replay, ShortSession): 5 s at the
+// defaults. A wait that would end later than lead before the escalation
+// is drawn again from the lead before that (the server's Retry-After
+// kept), so that streams in trouble since the same moment do not come
+// back in the same instant: from 20 to 25 s into the trouble at the
+// defaults, and an outage over by 20 s publishes nothing. A stream whose
+// look fails backs off as before: one request more per stretch of
+// trouble.
+func (s *Stream) beforeEscalation(d time.Duration, v Verdict) time.Duration {
+	if len(v.Escalations) == 0 {
+		return d
+	}
+	p := s.opts.Policy
+	lead := 3*p.ShortSession + 2*max(s.opts.ReplaySpread, 0)
+	latest := v.Escalations[0].After - lead
+	if d <= latest || latest <= lead || latest < v.RetryAfter {
+		// In time; or the look is due now, or was taken: draws from
+		// what little is left would come ever closer to the escalation,
+		// and never reach it.
+		return d
+	}
+	earliest := max(latest-lead, v.RetryAfter)
+	return earliest + time.Duration(s.rand()*float64(latest-earliest))
 }
 
 // waitReplay sleeps at least d before a replay, longer if the replay limit

@@ -679,10 +679,13 @@ func TestStreamLeavesBlockedAfterQuietHealthySession(t *testing.T) {
 		lw := watchtest.New(refused, refused, refused, refused, refused, refused, refused, watchtest.Session{Hang: true})
 		rec := &recorder{}
 		s := newTestStream(t, lw, rec, StreamOptions{Cursor: "5"})
+		s.rand = func() float64 { return 1 }
 		stop := run(t, s)
-		// Failures at 0, 1, 3, 7, 15, 31 and 63 s (Blocked from the last),
-		// then a wait of 60 s: the quiet session opens at 123 s.
-		time.Sleep(123*time.Second + time.Second/2)
+		// Failures at 0, 1, 3, 7 and 15 s, a look before the transient
+		// grace at 25 s (drawn from the 5 s before the grace less 5 s:
+		// three ShortSessions and two ReplaySpreads), 57 s (Blocked from
+		// 30 s), then a wait of 60 s: the quiet session opens at 117 s.
+		time.Sleep(117*time.Second + time.Second/2)
 		synctest.Wait()
 		if got := s.State().Phase; got != PhaseBlocked {
 			t.Fatalf("State().Phase = %v after the quiet session opened, want Blocked until ShortSession passes", got)
@@ -693,6 +696,36 @@ func TestStreamLeavesBlockedAfterQuietHealthySession(t *testing.T) {
 			t.Errorf("State().Phase = %v after a quiet ShortSession, want Streaming", got)
 		}
 		stop()
+	})
+}
+
+// The look before the transient grace is one request: against a server
+// that stays down the stream backs off as before. (Drawn again and again
+// from what is left before the escalation, waits would come ever closer to
+// it, ever shorter, and never reach it.) With every draw at its lowest for
+// the look and its highest for backoff: failures at 0, 1, 3, 7 and 15 s,
+// the look at 20 s (the earliest of its window: 30 s less twice 5 s), then
+// backoff, 32 and 60 s.
+func TestStreamLooksOnceBeforeTheGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		refused := watchtest.Session{OpenErr: watchtest.ConnectionRefused()}
+		var sessions []watchtest.Session
+		for range 20 {
+			sessions = append(sessions, refused)
+		}
+		lw := watchtest.New(sessions...)
+		rec := &recorder{}
+		tlw, at := timed(lw)
+		s := newTestStream(t, tlw, rec, StreamOptions{Cursor: "5"})
+		s.rand = func() float64 { return 0 }
+		stop := run(t, s)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		stop()
+		want := []time.Duration{0, time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second, 20 * time.Second, 52 * time.Second, 112 * time.Second}
+		if diff := cmp.Diff(want, at()); diff != "" {
+			t.Errorf("call times mismatch (-want +got):\n%s", diff)
+		}
 	})
 }
 
