@@ -365,7 +365,7 @@ func benchRecovery(b *testing.B, r *harness.Remote, rec *recovery, k recoveryKin
 			b.Logf("%s published %d states after the cut, the first: %v", k.name, n, res.published[:min(n, 10)])
 		}
 		kv := []any{"replayed_s", res.replayed, "streaming_s", res.streaming, "median_streaming_s", res.medianStreaming,
-			"peak_replays", res.peak, "replays", res.replays, "cursor_checks", res.checks, "published", len(res.published),
+			"peak_replays", res.peak, "replays", res.replays, "cursor_checks", res.checks, "consumer_lists", res.lists, "published", len(res.published),
 			"expired", res.endings[wgwatch.OutcomeExpired], "closed", res.endings[wgwatch.OutcomeClosed], "error", res.endings[wgwatch.OutcomeError]}
 		record(rec.group+"/"+k.name, append(kv, srv.kv()...)...)
 		b.StartTimer()

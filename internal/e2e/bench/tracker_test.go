@@ -39,6 +39,7 @@ type collector struct {
 	peak     int
 	replays  int
 	checks   int
+	lists    int
 	endings  map[wgwatch.Outcome]int
 	states   []string
 }
@@ -55,7 +56,7 @@ func newCollector(n int, mustReplay bool) *collector {
 func (c *collector) arm() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.armed, c.peak, c.replays, c.checks = true, c.inflight, 0, 0
+	c.armed, c.peak, c.replays, c.checks, c.lists = true, c.inflight, 0, 0, 0
 }
 
 // cursorCheck counts a stream's check of its cursor (a LIST of one object
@@ -91,13 +92,16 @@ func (c *collector) observer(id int) wgwatch.Observer {
 	}
 }
 
-func (c *collector) replayBegin() {
+func (c *collector) replayBegin(list bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inflight++
 	c.peak = max(c.peak, c.inflight)
 	if c.armed {
 		c.replays++
+		if list {
+			c.lists++
+		}
 	}
 }
 
@@ -157,7 +161,7 @@ func (c *collector) progress() string {
 
 type restartResult struct {
 	replayed, streaming, medianStreaming time.Duration
-	peak, replays, checks                int
+	peak, replays, checks, lists         int
 	endings                              map[wgwatch.Outcome]int
 	published                            []string
 }
@@ -167,7 +171,7 @@ func (c *collector) result() restartResult {
 	defer c.mu.Unlock()
 	// What the consumers do from now on (their teardown) is not measured.
 	c.armed = false
-	res := restartResult{peak: c.peak, replays: c.replays, checks: c.checks, endings: maps.Clone(c.endings), published: slices.Clone(c.states)}
+	res := restartResult{peak: c.peak, replays: c.replays, checks: c.checks, lists: c.lists, endings: maps.Clone(c.endings), published: slices.Clone(c.states)}
 	var lives []time.Duration
 	for _, t := range c.live {
 		lives = append(lives, t.Sub(c.cut))
@@ -200,7 +204,7 @@ func (t *tracker) ListWithContext(ctx context.Context, o metav1.ListOptions) (kr
 		return t.inner.ListWithContext(ctx, o)
 	}
 	if o.Continue == "" {
-		t.col.replayBegin()
+		t.col.replayBegin(true)
 	}
 	list, err := t.inner.ListWithContext(ctx, o)
 	if err != nil {
@@ -220,7 +224,7 @@ func (t *tracker) Watch(o metav1.ListOptions) (apiwatch.Interface, error) {
 func (t *tracker) WatchWithContext(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
 	replay := o.SendInitialEvents != nil && *o.SendInitialEvents
 	if replay {
-		t.col.replayBegin()
+		t.col.replayBegin(false)
 	}
 	w, err := t.inner.WatchWithContext(ctx, o)
 	if err != nil {
