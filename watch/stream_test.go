@@ -564,14 +564,19 @@ func TestStreamNeedsHumanOnlyPastGrace(t *testing.T) {
 	})
 }
 
+// refusedSessions returns n sessions whose watch fails to open: connection
+// refused.
+func refusedSessions(n int) []watchtest.Session {
+	var out []watchtest.Session
+	for range n {
+		out = append(out, watchtest.Session{OpenErr: watchtest.ConnectionRefused()})
+	}
+	return out
+}
+
 func TestStreamTransientBlockedAfterGraceThenProgressDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		refused := watchtest.Session{OpenErr: watchtest.ConnectionRefused()}
-		var sessions []watchtest.Session
-		for range 12 {
-			sessions = append(sessions, refused)
-		}
-		lw := watchtest.New(append(sessions, watchtest.Session{Hang: true, Events: []apiwatch.Event{watchtest.InitialEventsEnd("5")}})...)
+		lw := watchtest.New(append(refusedSessions(12), watchtest.Session{Hang: true, Events: []apiwatch.Event{watchtest.InitialEventsEnd("5")}})...)
 		rec := &recorder{}
 		stop := run(t, newTestStream(t, lw, rec, StreamOptions{}))
 		settle()
@@ -708,12 +713,7 @@ func TestStreamLeavesBlockedAfterQuietHealthySession(t *testing.T) {
 // backoff, 32 and 60 s.
 func TestStreamLooksOnceBeforeTheGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		refused := watchtest.Session{OpenErr: watchtest.ConnectionRefused()}
-		var sessions []watchtest.Session
-		for range 20 {
-			sessions = append(sessions, refused)
-		}
-		lw := watchtest.New(sessions...)
+		lw := watchtest.New(refusedSessions(20)...)
 		rec := &recorder{}
 		tlw, at := timed(lw)
 		s := newTestStream(t, tlw, rec, StreamOptions{Cursor: "5"})

@@ -15,7 +15,8 @@
 //     etcd's, requests by verb, LISTs served by etcd and by the watch
 //     cache, etcd reads, peak concurrency, bytes sent) and on the
 //     consumers (time until every one is live again, replays in flight,
-//     what was published): an apiserver restart under 300 and 1,000
+//     cursor checks and other LISTs they sent, what was published): an
+//     apiserver restart under 300 and 1,000
 //     consumers; a compaction past every cursor with the watch cache off;
 //     a restart under consumers of 10,000 and 50,000 objects. Streams
 //     beside informers.
