@@ -208,8 +208,8 @@
 //     progress holds these back until it returns or is itself a stall.
 //   - Once the server is healthy again it is Streaming within two
 //     MaxBackoffs and one ShortSession (2 min 1 s): one wait, and one more
-//     if it must replay and has used its replays. An outage over within
-//     TransientGrace less twice the time to go live again (three
+//     if it must replay and has used its replays. An outage over sooner
+//     than TransientGrace less twice the time to go live again (three
 //     ShortSessions and two ReplaySpreads: 20 s) publishes nothing, unless
 //     a server's Retry-After or the replay budget holds the stream back.
 //   - Under faults that do not change it publishes at most 3 states,
@@ -318,7 +318,7 @@
 // is drawn again before it: after a few seconds of refused connections
 // the next wait may be drawn from up to a minute, and a stream would sit
 // out the grace with the server back. At the defaults the stream looks
-// again 20 to 25 s into its trouble, so an outage over by 20 s (an
+// again 20 to 25 s into its trouble, so an outage over before 20 s (an
 // apiserver restart) publishes nothing; a look that fails costs one
 // request, and the backoff goes on as before. Replays have a budget of
 // their own on top (3 at once, then one per MaxBackoff). Each watch may

@@ -463,7 +463,7 @@ func (s *Stream) wait(ctx context.Context, v Verdict) bool {
 // after an outage of a few seconds (an apiserver restarting) the next wait
 // could be drawn from up to a minute: the stream would sit out the
 // transient grace while the server was back, and publish Blocked for an
-// outage that had healed (one short outage in forty, at the defaults).
+// outage that had healed (at the defaults, one outage of 8 s in 35).
 //
 // The time it leaves to go live, lead, is what a resume answered 410 takes
 // at most (a replay's spread, the replay, ShortSession): 5 s at the
@@ -471,9 +471,9 @@ func (s *Stream) wait(ctx context.Context, v Verdict) bool {
 // is drawn again from the lead before that (the server's Retry-After
 // kept), so that streams in trouble since the same moment do not come
 // back in the same instant: from 20 to 25 s into the trouble at the
-// defaults, and an outage over by 20 s publishes nothing. A stream whose
-// look fails backs off as before: one request more per stretch of
-// trouble.
+// defaults, and an outage over before 20 s publishes nothing. A stream whose
+// look fails backs off as before: one request more per escalation (before
+// Blocked, and before NeedsHuman at ProgressDeadline).
 func (s *Stream) beforeEscalation(d time.Duration, v Verdict) time.Duration {
 	if len(v.Escalations) == 0 {
 		return d

@@ -680,8 +680,7 @@ func TestStreamReplayThatNeverGoesLiveFlaps(t *testing.T) {
 // ShortSession, even without events.
 func TestStreamLeavesBlockedAfterQuietHealthySession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		refused := watchtest.Session{OpenErr: watchtest.ConnectionRefused()}
-		lw := watchtest.New(refused, refused, refused, refused, refused, refused, refused, watchtest.Session{Hang: true})
+		lw := watchtest.New(append(refusedSessions(7), watchtest.Session{Hang: true})...)
 		rec := &recorder{}
 		s := newTestStream(t, lw, rec, StreamOptions{Cursor: "5"})
 		s.rand = func() float64 { return 1 }
