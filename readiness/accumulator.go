@@ -24,8 +24,8 @@ type AccumulatorOptions struct {
 	Rollup Options
 	// OnChange is called with an owner's key each time its verdict (the
 	// conditions Rollup decides from its gates) changes, including when an
-	// owner is first tracked, and when the start grace of a stream it
-	// tracks ends, so the controller can requeue it. Calls come one at a
+	// owner is first tracked, and when the start grace or the not-ready
+	// hold of a stream it tracks ends, so the controller can requeue it. Calls come one at a
 	// time, from a goroutine of the accumulator's, never from the goroutine
 	// that caused the change; an owner whose call is already waiting is not
 	// queued twice. Owners affected by one stream's change are queued in
@@ -41,6 +41,16 @@ type AccumulatorOptions struct {
 	// leaves such an owner's conditions as they are. A controller restart
 	// then writes nothing. Defaults to DefaultStartGrace.
 	StartGrace time.Duration
+	// NotReadyHold is how long, after the accumulator first hears of a
+	// stream, the Stalled or Reconciling conditions an earlier process
+	// persisted may stand while that stream has shown neither health nor
+	// a stall ([Gate.Unconfirmed]): a controller restart then writes
+	// nothing for an owner that was not Ready either, and records no
+	// second Warning for a stall already reported (see the package
+	// documentation, Restarts). When it ends, the owners are rolled up
+	// from their gates as they are. Defaults to DefaultNotReadyHold;
+	// shorter than StartGrace makes [NewAccumulator] fail.
+	NotReadyHold time.Duration
 	// Clock times the start grace: both whether a stream is still within
 	// it (Apply's now argument plays no part) and the OnChange call when
 	// it ends. Defaults to the real clock.
@@ -50,6 +60,13 @@ type AccumulatorOptions struct {
 // DefaultStartGrace is the default of [AccumulatorOptions.StartGrace]: long
 // enough for a controller's streams to replay after a restart.
 const DefaultStartGrace = 30 * time.Second
+
+// DefaultNotReadyHold is the default of [AccumulatorOptions.NotReadyHold]:
+// a stream that has not gone live publishes a stall at the latest
+// [watch.DefaultProgressDeadline] after it starts, so a stall that outlives
+// a restart is seen again within the hold; StartGrace more covers the time
+// the controller takes to start its streams and reach the owner.
+const DefaultNotReadyHold = watch.DefaultProgressDeadline + DefaultStartGrace
 
 // Errors returned by [NewAccumulator] and [Options.Validate]. Match them
 // with errors.Is.
@@ -84,6 +101,7 @@ type Accumulator struct {
 	opts     Options
 	onChange func(types.NamespacedName)
 	grace    time.Duration
+	hold     time.Duration
 	clock    clock.WithDelayedExecution
 
 	mu      sync.Mutex
@@ -92,8 +110,11 @@ type Accumulator struct {
 	// established holds the streams that have been established since they
 	// were first heard of: they are never held again.
 	established map[string]struct{}
-	owners      map[types.NamespacedName]*owner
-	byStream    map[string]map[types.NamespacedName]struct{}
+	// stalled holds the streams that have been stalled since they were
+	// first heard of: they are not unconfirmed any more.
+	stalled  map[string]struct{}
+	owners   map[types.NamespacedName]*owner
+	byStream map[string]map[types.NamespacedName]struct{}
 
 	// Work for the delivery goroutine: streams whose owners must be
 	// evaluated again, then OnChange calls, in order, without duplicates.
@@ -108,16 +129,26 @@ type owner struct {
 	streams map[string]struct{}
 	gates   map[string]Gate
 	verdict []metav1.Condition
+	// changed is true once Apply changed the owner's conditions: they are
+	// this process's own verdict, and never held as an earlier one's.
+	changed bool
 }
 
 // NewAccumulator returns an empty accumulator, or an error wrapping
-// [ErrInvalidOptions] when opts.Rollup is refused by [Options.Validate].
+// [ErrInvalidOptions] when opts.Rollup is refused by [Options.Validate] or
+// NotReadyHold is shorter than StartGrace.
 func NewAccumulator(opts AccumulatorOptions) (*Accumulator, error) {
 	if err := opts.Rollup.Validate(); err != nil {
 		return nil, fmt.Errorf("NewAccumulator: %w", err)
 	}
 	if opts.StartGrace <= 0 {
 		opts.StartGrace = DefaultStartGrace
+	}
+	if opts.NotReadyHold <= 0 {
+		opts.NotReadyHold = max(DefaultNotReadyHold, opts.StartGrace)
+	}
+	if opts.NotReadyHold < opts.StartGrace {
+		return nil, fmt.Errorf("NewAccumulator: %w: NotReadyHold %s is shorter than StartGrace %s", ErrInvalidOptions, opts.NotReadyHold, opts.StartGrace)
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -126,10 +157,12 @@ func NewAccumulator(opts AccumulatorOptions) (*Accumulator, error) {
 		opts:        opts.Rollup,
 		onChange:    opts.OnChange,
 		grace:       opts.StartGrace,
+		hold:        opts.NotReadyHold,
 		clock:       opts.Clock,
 		streams:     make(map[string]watch.State),
 		started:     make(map[string]time.Time),
 		established: make(map[string]struct{}),
+		stalled:     make(map[string]struct{}),
 		owners:      make(map[types.NamespacedName]*owner),
 		byStream:    make(map[string]map[types.NamespacedName]struct{}),
 		dirtySet:    make(map[string]struct{}),
@@ -147,8 +180,11 @@ func (a *Accumulator) StateChanged(s watch.State) {
 	defer a.mu.Unlock()
 	a.streams[s.Stream] = s
 	a.heardOfLocked(s.Stream)
-	if StreamLevel(s) == LevelEstablished {
+	switch StreamLevel(s) {
+	case LevelEstablished:
 		a.established[s.Stream] = struct{}{}
+	case LevelStalled:
+		a.stalled[s.Stream] = struct{}{}
 	}
 	a.markLocked(s.Stream)
 }
@@ -217,6 +253,7 @@ func (a *Accumulator) RemoveStream(stream string) {
 	delete(a.streams, stream)
 	delete(a.started, stream)
 	delete(a.established, stream)
+	delete(a.stalled, stream)
 	keys := a.byStream[stream]
 	delete(a.byStream, stream)
 	for _, key := range sortedKeys(keys) {
@@ -250,7 +287,10 @@ func (a *Accumulator) RemoveOwner(key types.NamespacedName) {
 // gate is [Gate.Starting] while its stream has not been established since
 // the accumulator first heard of it, is Starting or on its first replay
 // (or has not reported), and its start grace runs on
-// [AccumulatorOptions.Clock]. An owner that is not known has none.
+// [AccumulatorOptions.Clock]; it is [Gate.Unconfirmed] while its stream
+// has been neither established nor stalled since then, within
+// [AccumulatorOptions.NotReadyHold], and Apply has not changed the owner's
+// conditions. An owner that is not known has none.
 func (a *Accumulator) Gates(key types.NamespacedName) []Gate {
 	now := a.clock.Now()
 	a.mu.Lock()
@@ -265,15 +305,18 @@ func (a *Accumulator) Gates(key types.NamespacedName) []Gate {
 // changes nothing, so a reconcile that calls it before Track writes no
 // "no gates" status.
 //
-// An owner whose conditions say Ready=True for generation keeps them,
-// unchanged, while the only gates that are not established are streams
-// still starting within [AccumulatorOptions.StartGrace]: after a
-// controller restart, every stream starts over, and the persisted Ready
-// stands until they are established or the grace ends (then the owner goes
-// Reconciling, and Stalled as the table says). Whether the grace still
-// runs is read from [AccumulatorOptions.Clock], the clock that calls
-// OnChange when it ends, never from now: a now that lags or leads cannot
-// keep an owner held after that call, nor end the hold early.
+// After a controller restart an owner keeps the conditions an earlier
+// process persisted for generation, unchanged, until its streams show
+// evidence against them: a Ready=True while the only gates that are not
+// established are streams still starting within
+// [AccumulatorOptions.StartGrace], a Stalled=True or Reconciling=True as
+// the package documentation's Restarts section says, within
+// [AccumulatorOptions.NotReadyHold]. Whether the grace and the hold still
+// run is read from [AccumulatorOptions.Clock], the clock that calls
+// OnChange when they end, never from now: a now that lags or leads cannot
+// keep an owner held after that call, nor end the hold early. Once Apply
+// has changed an owner's conditions they are this accumulator's own, and
+// no longer held as an earlier process's.
 func (a *Accumulator) Apply(key types.NamespacedName, conditions *[]metav1.Condition, generation int64, now time.Time) (changed bool) {
 	at := a.clock.Now()
 	a.mu.Lock()
@@ -283,7 +326,15 @@ func (a *Accumulator) Apply(key types.NamespacedName, conditions *[]metav1.Condi
 	if !known {
 		return false
 	}
-	return Apply(conditions, gates, generation, now, a.opts)
+	changed = Apply(conditions, gates, generation, now, a.opts)
+	if changed {
+		a.mu.Lock()
+		if o, ok := a.owners[key]; ok {
+			o.changed = true
+		}
+		a.mu.Unlock()
+	}
+	return changed
 }
 
 func (a *Accumulator) ownerLocked(key types.NamespacedName) *owner {
@@ -295,8 +346,9 @@ func (a *Accumulator) ownerLocked(key types.NamespacedName) *owner {
 	return o
 }
 
-// heardOfLocked starts a stream's grace the first time the accumulator
-// hears of it, and arms the timer that tells its owners when it ends.
+// heardOfLocked starts a stream's grace and hold the first time the
+// accumulator hears of it, and arms the timers that tell its owners when
+// they end.
 func (a *Accumulator) heardOfLocked(stream string) {
 	if _, ok := a.started[stream]; ok {
 		return
@@ -306,19 +358,26 @@ func (a *Accumulator) heardOfLocked(stream string) {
 	if a.onChange == nil {
 		return // nobody to tell
 	}
-	a.clock.AfterFunc(a.grace, func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if t, ok := a.started[stream]; !ok || !t.Equal(at) {
-			return // removed since
+	end := func(confirmed map[string]struct{}) func() {
+		return func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if t, ok := a.started[stream]; !ok || !t.Equal(at) {
+				return // removed since
+			}
+			if _, ok := a.established[stream]; ok {
+				return // established in time: it held nothing at the end
+			}
+			if _, ok := confirmed[stream]; ok {
+				return // stalled in time: it holds nothing either
+			}
+			for _, key := range sortedKeys(a.byStream[stream]) {
+				a.queueLocked(key)
+			}
 		}
-		if _, ok := a.established[stream]; ok {
-			return // established in time: it held nothing at the end
-		}
-		for _, key := range sortedKeys(a.byStream[stream]) {
-			a.queueLocked(key)
-		}
-	})
+	}
+	a.clock.AfterFunc(a.grace, end(nil))
+	a.clock.AfterFunc(a.hold, end(a.stalled))
 }
 
 // sortedKeys orders owners by namespace and name, so that OnChange calls
@@ -350,7 +409,9 @@ func (a *Accumulator) gatesLocked(key types.NamespacedName, now time.Time) []Gat
 		}
 		started, ok := a.started[name]
 		_, established := a.established[name]
+		_, stalled := a.stalled[name]
 		g.Starting = ok && !established && now.Sub(started) < a.grace && (!reported || startingState(s))
+		g.Unconfirmed = ok && !established && !stalled && !o.changed && now.Sub(started) < a.hold
 		gates = append(gates, g)
 	}
 	gates = slices.AppendSeq(gates, maps.Values(o.gates))

@@ -180,7 +180,7 @@ func TestAccumulatorGatesAndApply(t *testing.T) {
 	want := []wgreadiness.Gate{
 		{Name: "pods", Level: wgreadiness.LevelStalled, Reason: "Forbidden", Message: "Blocked Forbidden", Stream: true},
 		// Not reported yet, within its start grace.
-		{Name: "nodes", Level: wgreadiness.LevelProgressing, Reason: "Starting", Message: "the stream has not reported yet", Stream: true, Starting: true},
+		{Name: "nodes", Level: wgreadiness.LevelProgressing, Reason: "Starting", Message: "the stream has not reported yet", Stream: true, Starting: true, Unconfirmed: true},
 		{Name: "Path", Level: wgreadiness.LevelEstablished, Reason: "Accepted"},
 	}
 	if diff := cmp.Diff(want, a.Gates(ownerA)); diff != "" {

@@ -44,9 +44,9 @@
 //
 // Reasons and messages come from the worst gate (ties are broken by name);
 // [Rollup]'s documentation holds the full table. An owner with no gates is
-// progressing, or established if [Options.Empty] says so. An owner that was
-// Ready for its generation and whose only unestablished gates are streams
-// still starting keeps its conditions (see Restarts).
+// progressing, or established if [Options.Empty] says so. After a
+// controller restart, an owner keeps the conditions it had until its
+// streams show evidence against them (see Restarts).
 //
 // # Invariants
 //
@@ -88,8 +88,8 @@
 //
 // So once an owner has been written Ready=True or Ready=False, it never goes
 // back to Unknown, not even when every stream replays after a restart (and
-// within the start grace, an owner that was Ready stays Ready: see
-// Restarts). The
+// until its streams show evidence, an owner keeps the conditions it had:
+// see Restarts). The
 // metrics package relies on this for its time-to-first-Ready histogram: an
 // object first seen with Ready Unknown or absent has never been established,
 // and one first seen with Ready True or False was established before, so its
@@ -97,59 +97,79 @@
 //
 // # Restarts
 //
-// A controller restart is the common case in production: every rollout.
-// Its streams start over, and each owner's gates are progressing until
-// they are established again. Written out, that would flip every owner
-// from Ready=True to Ready=False with Reconciling=True and back: thousands
-// of status writes and Events for a rollout of a controller that owns
-// thousands of objects, and every GitOps tool seeing them InProgress while
-// nothing changed.
+// A controller restart is the common case in production: every rollout,
+// node drain and leader-election failover. Its streams start over, and each
+// owner's gates are progressing until they are established again. Written
+// out, that would flip every owner from Ready=True to Ready=False with
+// Reconciling=True and back, and every Stalled owner to Reconciling and
+// back to Stalled with a second Warning: thousands of status writes and
+// Events for a rollout of a controller that owns thousands of objects,
+// every GitOps tool seeing them InProgress while nothing changed, and the
+// human paged again about a problem they were already told of.
 //
-// So an [Accumulator] lets the persisted conditions stand while the
-// owner's streams start over. [Accumulator.Apply] then changes nothing,
-// byte for byte, [Options.StreamsCondition] included, so a reconcile
-// writes no status and records no Event.
+// So after a restart an owner's persisted conditions are the prior: the
+// new process changes them only on evidence. While they stand,
+// [Accumulator.Apply] changes nothing, byte for byte,
+// [Options.StreamsCondition] included, so a reconcile writes no status and
+// records no Event. The rule, exactly: the conditions must be for the
+// generation passed to Apply (a new generation is never held: the
+// controller has work to do), and then the persisted trio decides
+// ([Rollup]'s restart table):
 //
-// The rule, exactly. An owner is held when all of these are true:
+//	persisted          stands while                                  at most
+//	-----------------  --------------------------------------------  ------------
+//	Ready=True         every gate that is not established is a       StartGrace
+//	                   stream still starting (Starting, or its
+//	                   first replay), and there is one
+//	Stalled=True       a stream the Stalled message names has shown  NotReadyHold
+//	                   neither health nor a stall yet, and every
+//	                   stalled gate is one it names
+//	Reconciling=True   a stream is still starting, a gate the        NotReadyHold
+//	                   message names is not established, no gate is
+//	                   stalled, and every other gate that is not
+//	                   established is one the message names
 //
-//   - its persisted Ready is True, with observedGeneration equal to the
-//     generation passed to Apply (a new generation is never held: the
-//     controller has work to do);
-//   - none of its gates is stalled;
-//   - every gate that is not established is a stream gate that is
-//     [Gate.Starting], and there is at least one: a stream that the
-//     accumulator has not seen established since it first heard of it
-//     (first [Accumulator.Track] or first state, whichever came first),
-//     whose last state is Starting or its first replay (InitialSync), or
-//     that has not reported, and that it first heard of less than
-//     [AccumulatorOptions.StartGrace] (30 s) ago by
-//     [AccumulatorOptions.Clock]. A caller's own gate is never Starting
-//     ([Accumulator.SetGate] drops the flag, and [Rollup] ignores it off a
-//     stream gate), and a stream that has been established once is not
-//     Starting again, even if it publishes Starting (Run called again),
-//     until [Accumulator.RemoveStream] forgets it.
+// "Still starting" and "shown neither" are counted from when the
+// accumulator first heard of the stream (first [Accumulator.Track] or
+// first state, whichever came first), by [AccumulatorOptions.Clock]; a
+// stream that has been established once is not starting again, even if it
+// publishes Starting (Run called again), until [Accumulator.RemoveStream]
+// forgets it, and one that has stalled once has shown its evidence. A
+// caller's own gate is never starting ([Accumulator.SetGate] drops the
+// flags): set it in the reconcile, before Apply, as it is, and a gate the
+// conditions name is confirmed by being set again. Conditions that this
+// accumulator has changed itself are its own verdict and never held.
 //
-// While held, Ready keeps its status, reason, message and
-// lastTransitionTime, and the streams condition stays as it was (or
-// absent, if none was written before).
+// What ends a hold: for Ready=True, any gate that is not a stream still
+// starting (a stream that fails during the grace is published as it is);
+// for Stalled=True, a named stream established (the owner recovers, one
+// Normal Event) or a stall the message does not name (the new cause; no
+// second Warning, see package events), while transient trouble, a replay
+// or flapping is not news: a stall needs a human, and the human was told;
+// for Reconciling=True, a stall (one Warning), a gate progressing that the
+// message does not name, or every gate it names established; once no
+// stream is still starting, the owner is written as its gates are (a
+// named gate's new reason shows then).
 //
-// The bound: an owner is held for at most StartGrace after the accumulator
-// first heard of the streams it waits for, by its own clock. At that
-// instant the accumulator calls OnChange for every owner tracking a stream
-// that has not been established, so the reconcile that follows (whatever
-// now it passes to Apply) writes the owner Reconciling, and Stalled as the
-// table says. After a restart the accumulator hears of every stream at
-// the first reconcile, so a persisted Ready=True stands at most StartGrace
-// past it, plus the time the caller's queue takes to reconcile the owner.
-//
-// The trade-off: for up to that bound, a Ready=True written by the
-// previous process stands while the new one catches up, and the stream's
-// view is not complete yet. It was true when it was written, no change was
-// made since (a new generation is not held), and a stream that does not
-// establish within the grace ends the hold at once. A stream that fails
-// during the grace (Blocked, or a replay after an expiry) is not starting
-// any more, and is published as it is. Ready=Unknown stays reserved for
-// owners never established.
+// The bounds. [AccumulatorOptions.StartGrace] (30 s) bounds the hold of a
+// Ready=True, which claims that no data is being lost: it was true when it
+// was written, no change was made since, and a stream that does not
+// establish within the grace ends the hold at once. Ready=Unknown stays
+// reserved for owners never established. [AccumulatorOptions.NotReadyHold]
+// (5m30s) bounds the others, which claim nothing is healthy: a stream that
+// has not gone live publishes a stall at the latest ProgressDeadline (5
+// min by default, package watch) after it starts, so a stall that outlives
+// the restart is shown again within the hold, and the 30 s more cover the
+// time the controller takes to reach the owner. A watch Policy with a
+// longer ProgressDeadline wants a longer NotReadyHold. At either bound the
+// accumulator calls OnChange for every owner tracking a stream still
+// without evidence, and the reconcile that follows (whatever now it passes
+// to Apply) writes the owner as its gates are: a stream that has shown
+// neither health nor a stall for NotReadyHold is progressing, so a held
+// Stalled then goes Reconciling with one Normal Event. After a restart the
+// accumulator hears of every stream at the first reconcile, so persisted
+// conditions stand at most the bound past it, plus the time the caller's
+// queue takes to reconcile the owner.
 //
 // An apiserver restart is quiet too, one layer down: every cursor
 // expires, and a stream that replays within its ReplayGrace publishes

@@ -86,6 +86,15 @@ type Gate struct {
 	// leaves it false. It means nothing on a caller's gate (Stream false)
 	// or a stalled one.
 	Starting bool
+	// Unconfirmed is true for a stream gate whose stream this process has
+	// seen neither established nor stalled since it first heard of it: what
+	// it shows is no evidence yet for or against the Stalled or Reconciling
+	// conditions an earlier process persisted, which [Rollup] then keeps
+	// (see its table). The [Accumulator] sets it for stream gates, for
+	// [AccumulatorOptions.NotReadyHold], on owners whose conditions it has
+	// not changed itself; StreamGate leaves it false. It means nothing on a
+	// caller's gate (Stream false) or a stalled one.
+	Unconfirmed bool
 }
 
 // Established returns a satisfied gate of the caller's own.

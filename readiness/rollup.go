@@ -3,11 +3,14 @@ package readiness
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/watchgrade/watchgrade/watch"
 )
 
 // Condition types of the kstatus trio.
@@ -146,20 +149,34 @@ func (o Options) withDefaults() Options {
 //	established  any                True (Established)    removed       removed       Current
 //	no gates     any                as progressing or as established, by Options.Empty,
 //	                                with reason NoGates
-//	progressing, True for this      True, as it was       removed       removed       Current
-//	  only stream  generation
-//	  gates
-//	  Starting
 //
-// The last row is a restart: no gate is stalled, every gate that is not
-// established is a stream gate only starting ([Gate.Starting]: a stream
-// this process has not had established yet, within its grace), and the
-// owner was Ready for its generation, so Ready stands, reason and message
-// as they were, and so does [Options.StreamsCondition] (left out when
-// existing has none), and Apply changes nothing. Starting is ignored on a
-// caller's gate (Stream false). Once a starting gate is established the
-// owner is Ready=True (Established) as usual; once its grace ends it is
-// progressing.
+// A restart is not news. Before the table, the conditions an earlier
+// process persisted for this generation (Ready with the trio's other
+// condition, both with this observedGeneration) are returned as they
+// are, reason, message and [Options.StreamsCondition] included (the last
+// left out when existing has none), so that Apply changes nothing, while
+// the gates hold no evidence against them. The row of the persisted trio
+// decides:
+//
+//	persisted            kept while
+//	-------------------  ---------------------------------------------------------
+//	Ready=True           every gate that is not established is a stream gate
+//	                     Starting, and there is one
+//	Stalled=True         a gate that Stalled's message names is a stream gate
+//	                     Unconfirmed, and every stalled gate is one it names
+//	Reconciling=True     a stream gate is Unconfirmed with reason Starting or
+//	                     InitialSync; no gate is stalled; every other gate that is
+//	                     not established is one Reconciling's message names; and
+//	                     a gate the message names is not established
+//
+// [Gate.Starting] and [Gate.Unconfirmed] are what the [Accumulator] knows
+// of a stream this process has not yet seen established (nor, for
+// Unconfirmed, stalled), within its grace; both are ignored on a caller's
+// gate (Stream false). A message that does not list every gate ("… and N
+// more", or cut) names them all. So a stall stands until the streams it
+// names show health (then the table: Ready=True) or a stall it does not
+// name shows (then the new cause), and transient trouble meanwhile is not
+// news: a stall needs a human, and the human has been told.
 //
 // The worst gate decides: stalled over progressing over established. Among
 // gates at the worst level the first in this order gives the reason: Name,
@@ -170,9 +187,9 @@ func (o Options) withDefaults() Options {
 // bytes. Reasons that do not match the CRD pattern are repaired (see
 // [ValidReason]).
 //
-// existing is the owner's current conditions; only Ready's status is read,
-// to tell whether the owner was ever established (see the package
-// documentation). Every condition returned carries generation as its
+// existing is the owner's current conditions: Ready's status tells
+// whether the owner was ever established (see the package documentation),
+// and the trio is kept over a restart as above. Every condition returned carries generation as its
 // observedGeneration and a zero lastTransitionTime, which [Apply] fills in.
 // The conditions come in a fixed order: Ready, then Reconciling or Stalled
 // when present, then [Options.StreamsCondition] when set. A condition of
@@ -210,31 +227,35 @@ func Rollup(gates []Gate, existing []metav1.Condition, generation int64, opts Op
 	return out
 }
 
-// heldConditions returns the conditions an owner keeps, unchanged, while
-// it is held over a restart: existing's Ready, when it says True for
-// generation and every gate that is not established is a stream gate
-// still starting (none stalled, none of the caller's own), and existing's
+// heldConditions returns the conditions an owner keeps, unchanged, over a
+// restart (the restart rows of Rollup's table): existing's Ready and, when
+// it is held, its Stalled or Reconciling, and its
 // [Options.StreamsCondition] as it was, when there is one. Each carries
 // generation and a zero lastTransitionTime, as Rollup's results do.
 func heldConditions(gates []Gate, existing []metav1.Condition, generation int64, opts Options) ([]metav1.Condition, bool) {
-	r := meta.FindStatusCondition(existing, ConditionReady)
-	if r == nil || r.Status != metav1.ConditionTrue || r.ObservedGeneration != generation {
+	ready := meta.FindStatusCondition(existing, ConditionReady)
+	if ready == nil || ready.ObservedGeneration != generation {
 		return nil, false
 	}
-	held := false
-	for _, g := range gates {
-		switch g.Level.normal() {
-		case LevelEstablished:
-			continue
-		case LevelStalled:
+	stalled := meta.FindStatusCondition(existing, ConditionStalled)
+	reconciling := meta.FindStatusCondition(existing, ConditionReconciling)
+	isTrue := func(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionTrue }
+	current := func(c *metav1.Condition) bool { return isTrue(c) && c.ObservedGeneration == generation }
+	var prior *metav1.Condition // the trio's other condition, when held
+	switch {
+	case ready.Status == metav1.ConditionTrue && !isTrue(stalled) && !isTrue(reconciling):
+		if !holdsReady(gates) {
 			return nil, false
 		}
-		if !g.Stream || !g.Starting {
+	case ready.Status == metav1.ConditionFalse && current(stalled) && !isTrue(reconciling):
+		if prior = stalled; !holdsStalled(gates, stalled.Message) {
 			return nil, false
 		}
-		held = true
-	}
-	if !held {
+	case ready.Status != metav1.ConditionTrue && current(reconciling) && !isTrue(stalled):
+		if prior = reconciling; !holdsReconciling(gates, reconciling.Message) {
+			return nil, false
+		}
+	default:
 		return nil, false
 	}
 	keep := func(c metav1.Condition) metav1.Condition {
@@ -242,13 +263,112 @@ func heldConditions(gates []Gate, existing []metav1.Condition, generation int64,
 		c.LastTransitionTime = metav1.Time{}
 		return c
 	}
-	out := []metav1.Condition{keep(*r)}
+	out := []metav1.Condition{keep(*ready)}
+	if prior != nil {
+		out = append(out, keep(*prior))
+	}
 	if opts.StreamsCondition != "" {
 		if s := meta.FindStatusCondition(existing, opts.StreamsCondition); s != nil {
 			out = append(out, keep(*s))
 		}
 	}
 	return out, true
+}
+
+// holdsReady: a persisted Ready=True stands while every gate that is not
+// established is a stream gate still starting, and there is one.
+func holdsReady(gates []Gate) bool {
+	held := false
+	for _, g := range gates {
+		switch g.Level.normal() {
+		case LevelEstablished:
+			continue
+		case LevelStalled:
+			return false
+		}
+		if !g.Stream || !g.Starting {
+			return false
+		}
+		held = true
+	}
+	return held
+}
+
+// holdsStalled: a persisted Stalled=True stands while a gate its message
+// names is an unconfirmed stream gate (neither healthy nor stalled yet in
+// this process), and every gate that is stalled is one it names: a stall
+// needs a human, and nothing short of health or a new cause is news.
+func holdsStalled(gates []Gate, message string) bool {
+	waiting := false
+	for _, g := range gates {
+		named := namedIn(message, g.Name)
+		switch {
+		case g.Level.normal() == LevelStalled:
+			if !named {
+				return false // a new cause
+			}
+		case g.Level.normal() == LevelEstablished:
+		case g.Stream && g.Unconfirmed && named:
+			waiting = true
+		}
+	}
+	return waiting
+}
+
+// holdsReconciling: a persisted Reconciling=True stands while a stream
+// gate is unconfirmed and still starting, no gate is stalled, every other
+// gate that is not established is one the message names, and a gate the
+// message names is not established yet: the cause it shows is still
+// reported, or not yet confirmed either way. A stall, a gate progressing
+// that the conditions do not name, and every gate they name established
+// are news.
+func holdsReconciling(gates []Gate, message string) bool {
+	starting, named := false, false
+	for _, g := range gates {
+		switch lv := g.Level.normal(); {
+		case lv == LevelStalled:
+			return false
+		case lv == LevelEstablished:
+		case g.Stream && g.Unconfirmed && startingReason(g.Reason):
+			starting = true
+			named = named || namedIn(message, g.Name)
+		case namedIn(message, g.Name):
+			named = true
+		default:
+			return false
+		}
+	}
+	return starting && named
+}
+
+// startingReason reports whether a stream gate's reason is that of a stream
+// still starting: Starting, or its first replay (InitialSync).
+func startingReason(reason string) bool {
+	return reason == string(watch.ReasonStarting) || reason == string(watch.ReasonInitialSync)
+}
+
+// namedIn reports whether a message that [Rollup] wrote names the gate
+// called name: one of its parts ("name: message; …") is that gate's. A
+// message that does not list every gate (it ends with "… and N more", or
+// was cut) may name any.
+func namedIn(message, name string) bool {
+	name = oneLine(name)
+	if name == "" || incomplete(message) {
+		return true
+	}
+	return message == name || strings.HasPrefix(message, name+": ") || strings.HasPrefix(message, name+"; ") ||
+		strings.Contains(message, "; "+name+": ") || strings.Contains(message, "; "+name+"; ") ||
+		strings.HasSuffix(message, "; "+name)
+}
+
+// incomplete reports whether a message leaves gates out: it ends with
+// "… and N more", or was cut to its limit.
+func incomplete(message string) bool {
+	if strings.HasSuffix(message, "…") {
+		return true
+	}
+	i := strings.LastIndex(message, " … and ")
+	return i >= 0 && strings.HasSuffix(message, " more")
 }
 
 // EverEstablished reports whether an owner with these persisted conditions

@@ -1,0 +1,433 @@
+package readiness_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
+)
+
+// The restart hold for owners that were not Ready: a persisted Stalled or
+// Reconciling stands over a restart until the streams it names show health
+// or a new cause, or NotReadyHold passes (package doc, Restarts).
+
+// persisted is what a controller's previous process wrote for an owner
+// that was Ready once and then tracked streams in the given states and had
+// the given gates of its own: the conditions as Apply wrote them.
+func persisted(t *testing.T, states []wgwatch.State, gates ...wgreadiness.Gate) []metav1.Condition {
+	t.Helper()
+	return persistedOver(t, persistedReady(), states, gates...)
+}
+
+// persistedOver is persisted, over the given earlier conditions (nil: an
+// owner never established).
+func persistedOver(t *testing.T, conds []metav1.Condition, states []wgwatch.State, gates ...wgreadiness.Gate) []metav1.Condition {
+	t.Helper()
+	a := newAccumulator(t, wgreadiness.AccumulatorOptions{})
+	var names []string
+	for _, s := range states {
+		names = append(names, s.Stream)
+	}
+	a.Track(ownerA, names...)
+	for _, s := range states {
+		a.StateChanged(s)
+	}
+	for _, g := range gates {
+		a.SetGate(ownerA, g)
+	}
+	a.Apply(ownerA, &conds, gen, time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC))
+	return conds
+}
+
+var (
+	watching = func(s string) wgwatch.State {
+		return streamState(s, wgwatch.PhaseStreaming, wgwatch.ReasonWatching, false)
+	}
+	starting = func(s string) wgwatch.State {
+		return streamState(s, wgwatch.PhaseStarting, wgwatch.ReasonStarting, false)
+	}
+	syncing = func(s string) wgwatch.State {
+		return streamState(s, wgwatch.PhaseReplaying, wgwatch.ReasonInitialSync, false)
+	}
+	forbidden = func(s string) wgwatch.State {
+		return streamState(s, wgwatch.PhaseBlocked, wgwatch.ReasonForbidden, true)
+	}
+	notFound = func(s string) wgwatch.State {
+		return streamState(s, wgwatch.PhaseBlocked, wgwatch.ReasonResourceNotFound, true)
+	}
+	expired = func(s string) wgwatch.State {
+		return streamState(s, wgwatch.PhaseReplaying, wgwatch.ReasonExpiredResourceVersion, false)
+	}
+	refused = func(s string) wgwatch.State {
+		return streamState(s, wgwatch.PhaseBlocked, wgwatch.ReasonConnectionFailed, false)
+	}
+	flapping = func(s string) wgwatch.State {
+		return streamState(s, wgwatch.PhaseBlocked, wgwatch.ReasonFlapping, false)
+	}
+	pastDeadline = func(s string) wgwatch.State {
+		return streamState(s, wgwatch.PhaseBlocked, wgwatch.ReasonProgressDeadlineExceeded, true)
+	}
+	waitingForDB  = wgreadiness.Progressing("Database", "WaitingForDatabase", "the database is not reachable yet")
+	invalidSpec   = wgreadiness.Stalled("Spec", "InvalidSpec", "spec.size must be positive")
+	databaseReady = wgreadiness.Established("Database", "Reachable", "the database answers")
+)
+
+// TestRestartHoldsWhatWasPersisted plays a controller restart for an owner
+// in each state it can be in, with the new process's streams going through
+// the states of each case, one reconcile after each. Every case says how
+// many status writes the restart makes and what the owner ends with.
+func TestRestartHoldsWhatWasPersisted(t *testing.T) {
+	type step struct {
+		state wgwatch.State     // a stream's new state, or
+		gate  *wgreadiness.Gate // a gate of the caller's own
+		after time.Duration     // how long after the previous step
+	}
+	st := func(s wgwatch.State) step { return step{state: s, after: time.Second} }
+	later := func(d time.Duration, s wgwatch.State) step { return step{state: s, after: d} }
+	gate := func(g wgreadiness.Gate) step { return step{gate: &g, after: time.Second} }
+	tests := []struct {
+		name    string
+		before  []metav1.Condition
+		streams []string
+		// gates are the caller's own, set by the reconcile before Apply.
+		gates      []wgreadiness.Gate
+		steps      []step
+		wantWrites int
+		// What the owner ends with: Ready's status and reason, and whether
+		// Stalled is True.
+		wantReady   metav1.ConditionStatus
+		wantReason  string
+		wantStalled bool
+	}{{
+		name:    "stalled, the denial persists: seen again after HumanGrace",
+		before:  persisted(t, []wgwatch.State{watching("configmaps"), forbidden("secrets")}),
+		streams: []string{"configmaps", "secrets"},
+		steps: []step{st(syncing("configmaps")), st(watching("configmaps")),
+			later(15*time.Second, forbidden("secrets"))},
+		wantWrites: 0, wantReady: metav1.ConditionFalse, wantReason: "Forbidden", wantStalled: true,
+	}, {
+		name:    "stalled, the denial repaired during the restart: one write, to Ready",
+		before:  persisted(t, []wgwatch.State{watching("configmaps"), forbidden("secrets")}),
+		streams: []string{"configmaps", "secrets"},
+		steps: []step{st(syncing("secrets")), st(syncing("configmaps")),
+			st(watching("configmaps")), st(watching("secrets"))},
+		wantWrites: 1, wantReady: metav1.ConditionTrue, wantReason: wgreadiness.ReasonEstablished,
+	}, {
+		name:    "stalled, transient trouble after the restart: still the stall",
+		before:  persisted(t, []wgwatch.State{forbidden("secrets")}),
+		streams: []string{"secrets"},
+		steps:   []step{later(30*time.Second, refused("secrets"))},
+		// Neither health nor a stall: the stall stands.
+		wantWrites: 0, wantReady: metav1.ConditionFalse, wantReason: "Forbidden", wantStalled: true,
+	}, {
+		name:    "stalled by the deadline, a proxy still cutting every watch: flapping, then the deadline again",
+		before:  persisted(t, []wgwatch.State{pastDeadline("secrets")}),
+		streams: []string{"secrets"},
+		steps: []step{later(30*time.Second, flapping("secrets")),
+			later(4*time.Minute+30*time.Second, pastDeadline("secrets"))},
+		wantWrites: 0, wantReady: metav1.ConditionFalse, wantReason: "ProgressDeadlineExceeded", wantStalled: true,
+	}, {
+		name:    "stalled, a cause the conditions do not name: published at once",
+		before:  persisted(t, []wgwatch.State{forbidden("secrets"), watching("widgets")}),
+		streams: []string{"secrets", "widgets"},
+		steps:   []step{st(notFound("widgets"))},
+		// Stalled stays True, with the new cause's reason (no second Warning:
+		// package events).
+		wantWrites: 1, wantReady: metav1.ConditionFalse, wantReason: "ResourceNotFound", wantStalled: true,
+	}, {
+		name:    "stalled by two streams, the second seen first: no reason flip",
+		before:  persisted(t, []wgwatch.State{forbidden("configmaps"), notFound("secrets")}),
+		streams: []string{"configmaps", "secrets"},
+		steps: []step{later(15*time.Second, notFound("secrets")),
+			later(3*time.Second, forbidden("configmaps"))},
+		wantWrites: 0, wantReady: metav1.ConditionFalse, wantReason: "Forbidden", wantStalled: true,
+	}, {
+		name:       "stalled by the caller's gate: the gate set again, the streams start over",
+		before:     persisted(t, []wgwatch.State{watching("configmaps")}, invalidSpec),
+		streams:    []string{"configmaps"},
+		gates:      []wgreadiness.Gate{invalidSpec},
+		steps:      []step{st(syncing("configmaps")), st(watching("configmaps"))},
+		wantWrites: 0, wantReady: metav1.ConditionFalse, wantReason: "InvalidSpec", wantStalled: true,
+	}, {
+		name:    "stalled by the caller's gate, fixed: not held by a stream the stall does not name",
+		before:  persisted(t, []wgwatch.State{watching("configmaps")}, invalidSpec),
+		streams: []string{"configmaps"},
+		gates:   []wgreadiness.Gate{wgreadiness.Established("Spec", "Valid", "the spec is valid")},
+		steps:   []step{st(syncing("configmaps"))},
+		// The stall's cause is gone: the stream starting, then syncing, is
+		// what the owner waits for now, written as it comes.
+		wantWrites: 2, wantReady: metav1.ConditionFalse, wantReason: "InitialSync",
+	}, {
+		name:    "reconciling on a replay: held until the stream is established",
+		before:  persisted(t, []wgwatch.State{watching("configmaps"), expired("secrets")}),
+		streams: []string{"configmaps", "secrets"},
+		steps: []step{st(syncing("secrets")), st(watching("configmaps")),
+			later(40*time.Second, watching("secrets"))},
+		wantWrites: 1, wantReady: metav1.ConditionTrue, wantReason: wgreadiness.ReasonEstablished,
+	}, {
+		name:       "reconciling on a transient failure that persists: the same cause again",
+		before:     persisted(t, []wgwatch.State{refused("secrets")}),
+		streams:    []string{"secrets"},
+		steps:      []step{later(30*time.Second, refused("secrets"))},
+		wantWrites: 0, wantReady: metav1.ConditionFalse, wantReason: "ConnectionFailed",
+	}, {
+		name:       "reconciling on the caller's gate, set again",
+		before:     persisted(t, []wgwatch.State{watching("configmaps")}, waitingForDB),
+		streams:    []string{"configmaps"},
+		gates:      []wgreadiness.Gate{waitingForDB},
+		steps:      []step{st(watching("configmaps"))},
+		wantWrites: 0, wantReady: metav1.ConditionFalse, wantReason: "WaitingForDatabase",
+	}, {
+		name:       "reconciling, never established, on the caller's gate, set again",
+		before:     persistedOver(t, nil, []wgwatch.State{watching("configmaps")}, waitingForDB),
+		streams:    []string{"configmaps"},
+		gates:      []wgreadiness.Gate{waitingForDB},
+		steps:      []step{st(syncing("configmaps")), st(watching("configmaps"))},
+		wantWrites: 0, wantReady: metav1.ConditionUnknown, wantReason: "WaitingForDatabase",
+	}, {
+		name:    "reconciling on the caller's gate, fixed during the restart",
+		before:  persisted(t, []wgwatch.State{watching("configmaps")}, waitingForDB),
+		streams: []string{"configmaps"},
+		gates:   []wgreadiness.Gate{databaseReady},
+		steps:   []step{st(watching("configmaps"))},
+		// The gate's new level is news; the stream starting is then what
+		// the owner waits for, and it is established a second later.
+		wantWrites: 2, wantReady: metav1.ConditionTrue, wantReason: wgreadiness.ReasonEstablished,
+	}, {
+		name:       "reconciling, a new cause: published",
+		before:     persisted(t, []wgwatch.State{expired("secrets")}),
+		streams:    []string{"secrets"},
+		steps:      []step{gate(waitingForDB)},
+		wantWrites: 1, wantReady: metav1.ConditionFalse, wantReason: "WaitingForDatabase",
+	}, {
+		name:       "reconciling, a stall: published at once",
+		before:     persisted(t, []wgwatch.State{expired("secrets")}),
+		streams:    []string{"secrets"},
+		steps:      []step{later(15*time.Second, forbidden("secrets"))},
+		wantWrites: 1, wantReady: metav1.ConditionFalse, wantReason: "Forbidden", wantStalled: true,
+	}, {
+		name:       "ready, a stall: published at once",
+		before:     persistedReady(),
+		streams:    []string{"secrets"},
+		steps:      []step{later(15*time.Second, forbidden("secrets"))},
+		wantWrites: 1, wantReady: metav1.ConditionFalse, wantReason: "Forbidden", wantStalled: true,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var got calls
+				a := newAccumulator(t, wgreadiness.AccumulatorOptions{OnChange: got.add})
+				conds := slices.Clone(tt.before)
+				writes := 0
+				reconcile := func() {
+					synctest.Wait()
+					got.take()
+					if a.Apply(ownerA, &conds, gen, time.Now()) {
+						writes++
+					}
+				}
+				for _, g := range tt.gates {
+					a.SetGate(ownerA, g)
+				}
+				a.Track(ownerA, tt.streams...)
+				for _, name := range tt.streams {
+					a.StateChanged(starting(name))
+				}
+				reconcile()
+				for _, s := range tt.steps {
+					time.Sleep(s.after)
+					if s.gate != nil {
+						a.SetGate(ownerA, *s.gate)
+					} else {
+						a.StateChanged(s.state)
+					}
+					reconcile()
+				}
+				if writes != tt.wantWrites {
+					t.Errorf("the restart wrote %d times, want %d: %v -> %v", writes, tt.wantWrites, brief(tt.before), brief(conds))
+				}
+				r := meta.FindStatusCondition(conds, wgreadiness.ConditionReady)
+				if r == nil || r.Status != tt.wantReady || r.Reason != tt.wantReason ||
+					meta.IsStatusConditionTrue(conds, wgreadiness.ConditionStalled) != tt.wantStalled {
+					t.Errorf("after the restart: %v, want Ready=%s/%s Stalled=%v", brief(conds), tt.wantReady, tt.wantReason, tt.wantStalled)
+				}
+			})
+		})
+	}
+}
+
+// brief shows conditions as Type=Status/Reason.
+func brief(conds []metav1.Condition) []string {
+	var out []string
+	for _, c := range conds {
+		out = append(out, c.Type+"="+string(c.Status)+"/"+c.Reason)
+	}
+	return out
+}
+
+// The bound: a stream that shows neither health nor a stall for
+// NotReadyHold ends the hold; the accumulator requeues the owner at that
+// instant and the owner is rolled up from its gates as they are.
+func TestNotReadyHoldEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got calls
+		a := newAccumulator(t, wgreadiness.AccumulatorOptions{OnChange: got.add})
+		conds := persisted(t, []wgwatch.State{forbidden("secrets")})
+		a.Track(ownerA, "secrets")
+		a.StateChanged(refused("secrets"))
+		synctest.Wait()
+		got.take()
+		if a.Apply(ownerA, &conds, gen, time.Now()) {
+			t.Fatalf("Apply() within the hold changed the conditions to %v", brief(conds))
+		}
+		time.Sleep(wgreadiness.DefaultNotReadyHold - time.Second)
+		synctest.Wait()
+		if a.Apply(ownerA, &conds, gen, time.Now()) {
+			t.Fatalf("Apply() a second before the hold ends changed the conditions to %v", brief(conds))
+		}
+		got.take() // the start grace's end
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if diff := cmp.Diff([]types.NamespacedName{ownerA}, got.take()); diff != "" {
+			t.Errorf("OnChange when the hold ended (-want +got):\n%s", diff)
+		}
+		if !a.Apply(ownerA, &conds, gen, time.Now()) {
+			t.Fatalf("Apply() at the end of the hold changed nothing: held for good")
+		}
+		want := []string{"Ready=False/ConnectionFailed", "Reconciling=True/ConnectionFailed"}
+		if diff := cmp.Diff(want, brief(conds)); diff != "" {
+			t.Errorf("conditions after the hold (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// A stream that stalls and then only fails transiently has shown its
+// evidence: the stall it showed is not held over what follows.
+func TestStalledStreamIsNotUnconfirmedAgain(t *testing.T) {
+	a := newAccumulator(t, wgreadiness.AccumulatorOptions{})
+	conds := persisted(t, []wgwatch.State{forbidden("secrets")})
+	a.Track(ownerA, "secrets")
+	a.StateChanged(forbidden("secrets"))
+	if a.Apply(ownerA, &conds, gen, time.Now()) {
+		t.Fatalf("Apply() with the same stall changed the conditions to %v", brief(conds))
+	}
+	a.StateChanged(refused("secrets"))
+	if !a.Apply(ownerA, &conds, gen, time.Now()) || meta.IsStatusConditionTrue(conds, wgreadiness.ConditionStalled) {
+		t.Errorf("after the stall turned transient: %v, want Reconciling", brief(conds))
+	}
+}
+
+// Conditions this accumulator wrote are its own verdict: an owner first
+// seen with none (created after the start) is never held, so its first
+// sync's reasons are written as they come.
+func TestOwnConditionsAreNotHeld(t *testing.T) {
+	a := newAccumulator(t, wgreadiness.AccumulatorOptions{})
+	var conds []metav1.Condition
+	a.Track(ownerA, "secrets")
+	a.StateChanged(starting("secrets"))
+	if !a.Apply(ownerA, &conds, gen, time.Now()) {
+		t.Fatalf("Apply() on a new owner changed nothing")
+	}
+	a.StateChanged(syncing("secrets"))
+	if !a.Apply(ownerA, &conds, gen, time.Now()) {
+		t.Fatalf("Apply() once the stream syncs changed nothing: %v", brief(conds))
+	}
+	if r := meta.FindStatusCondition(conds, wgreadiness.ConditionReady); r.Reason != "InitialSync" {
+		t.Errorf("Ready = %+v, want reason InitialSync", r)
+	}
+	if g := a.Gates(ownerA); g[0].Unconfirmed {
+		t.Errorf("Gates() = %+v, want no gate unconfirmed on an owner the accumulator wrote", g)
+	}
+}
+
+func TestNewAccumulatorRefusesAHoldShorterThanTheGrace(t *testing.T) {
+	_, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{StartGrace: time.Minute, NotReadyHold: 30 * time.Second})
+	if !errors.Is(err, wgreadiness.ErrInvalidOptions) {
+		t.Errorf("NewAccumulator(NotReadyHold < StartGrace) = %v, want ErrInvalidOptions", err)
+	}
+	// A StartGrace longer than the default hold, with the hold left at its
+	// default: the hold follows the grace.
+	if _, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{StartGrace: 10 * time.Minute}); err != nil {
+		t.Errorf("NewAccumulator(StartGrace 10m) = %v", err)
+	}
+}
+
+// TestRollupRestartRows holds the rows of Rollup's restart table: for each
+// persisted trio, gates that keep it and the neighbouring gates that do
+// not.
+func TestRollupRestartRows(t *testing.T) {
+	mark := func(g wgreadiness.Gate, starting, unconfirmed bool) wgreadiness.Gate {
+		g.Starting, g.Unconfirmed = starting, unconfirmed
+		return g
+	}
+	stream := func(s wgwatch.State) wgreadiness.Gate { return wgreadiness.StreamGate(s) }
+	pending := func(s wgwatch.State) wgreadiness.Gate { return mark(stream(s), true, true) }
+	unconfirmed := func(s wgwatch.State) wgreadiness.Gate { return mark(stream(s), false, true) }
+	ready := persistedReady()
+	stalled := persisted(t, []wgwatch.State{watching("configmaps"), forbidden("secrets")})
+	stalledTwo := persisted(t, []wgwatch.State{forbidden("configmaps"), notFound("secrets")})
+	reconciling := persisted(t, []wgwatch.State{expired("secrets")}, waitingForDB)
+	stalledMany := persisted(t, []wgwatch.State{forbidden("a"), forbidden("b"), forbidden("c"), forbidden("d")})
+	tests := []struct {
+		name      string
+		persisted []metav1.Condition
+		gates     []wgreadiness.Gate
+		kept      bool
+	}{
+		{"Ready: a stream starting", ready, []wgreadiness.Gate{pending(syncing("secrets")), stream(watching("configmaps"))}, true},
+		{"Ready: a stream unconfirmed, not starting", ready, []wgreadiness.Gate{unconfirmed(syncing("secrets"))}, false},
+		{"Ready: a caller's gate progressing", ready, []wgreadiness.Gate{pending(syncing("secrets")), waitingForDB}, false},
+		{"Ready: every gate established", ready, []wgreadiness.Gate{stream(watching("secrets"))}, false},
+
+		{"Stalled: the named stream unconfirmed", stalled, []wgreadiness.Gate{unconfirmed(refused("secrets")), stream(watching("configmaps"))}, true},
+		{"Stalled: the named stream starting", stalled, []wgreadiness.Gate{pending(starting("secrets")), pending(starting("configmaps"))}, true},
+		{"Stalled: the named stream stalled again", stalled, []wgreadiness.Gate{stream(forbidden("secrets")), pending(starting("configmaps"))}, false},
+		{"Stalled: only a stream it does not name unconfirmed", stalled, []wgreadiness.Gate{stream(watching("secrets")), pending(starting("configmaps"))}, false},
+		{"Stalled: a stall it does not name", stalled, []wgreadiness.Gate{pending(starting("secrets")), stream(forbidden("configmaps"))}, false},
+		{"Stalled: one of two named stalls seen, the other unconfirmed", stalledTwo, []wgreadiness.Gate{stream(notFound("secrets")), unconfirmed(starting("configmaps"))}, true},
+		{"Stalled: the caller's gate progressing beside", stalled, []wgreadiness.Gate{unconfirmed(starting("secrets")), waitingForDB}, true},
+		{"Stalled: a stream unconfirmed but not marked a stream", stalled, []wgreadiness.Gate{mark(wgreadiness.Progressing("secrets", "Starting", "x"), true, true)}, false},
+		{"Stalled: a message of N more names every gate", stalledMany, []wgreadiness.Gate{unconfirmed(starting("z"))}, true},
+
+		{"Reconciling: the named stream starting, the gate as quoted", reconciling, []wgreadiness.Gate{pending(syncing("secrets")), waitingForDB}, true},
+		{"Reconciling: the named stream starting, the gate fixed", reconciling, []wgreadiness.Gate{pending(syncing("secrets")), databaseReady}, true},
+		{"Reconciling: only the gate as quoted, a stream it does not name starting", reconciling, []wgreadiness.Gate{pending(syncing("widgets")), waitingForDB}, true},
+		{"Reconciling: nothing it names still reported", reconciling, []wgreadiness.Gate{pending(syncing("widgets")), databaseReady, stream(watching("secrets"))}, false},
+		{"Reconciling: the gate with other words", reconciling, []wgreadiness.Gate{pending(syncing("secrets")), wgreadiness.Progressing("Database", "WaitingForDatabase", "another sentence")}, true},
+		{"Reconciling: a gate it does not name", reconciling, []wgreadiness.Gate{pending(syncing("secrets")), waitingForDB, wgreadiness.Progressing("Cache", "Warming", "x")}, false},
+		{"Reconciling: the named stream blocked, another starting", reconciling, []wgreadiness.Gate{unconfirmed(refused("secrets")), pending(starting("widgets")), waitingForDB}, true},
+		{"Reconciling: the named stream blocked, nothing starting", reconciling, []wgreadiness.Gate{unconfirmed(refused("secrets")), waitingForDB}, false},
+		{"Reconciling: a stall", reconciling, []wgreadiness.Gate{pending(syncing("secrets")), waitingForDB, invalidSpec}, false},
+		{"Reconciling: nothing starting", reconciling, []wgreadiness.Gate{waitingForDB, stream(watching("secrets"))}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Ready's message is read by no row: marked, it tells a kept
+			// trio from one the gates decide again.
+			before := slices.Clone(tt.persisted)
+			meta.FindStatusCondition(before, wgreadiness.ConditionReady).Message = "as persisted"
+			got := wgreadiness.Rollup(tt.gates, before, gen, wgreadiness.Options{})
+			want := slices.Clone(before)
+			for i := range want {
+				want[i].LastTransitionTime = metav1.Time{}
+			}
+			if kept := cmp.Equal(want, got); kept != tt.kept {
+				t.Errorf("Rollup(%v) over %v = %v, want kept=%v", tt.gates, brief(tt.persisted), brief(got), tt.kept)
+			}
+			// A new generation is never kept.
+			got = wgreadiness.Rollup(tt.gates, before, gen+1, wgreadiness.Options{})
+			if r := meta.FindStatusCondition(got, wgreadiness.ConditionReady); r.Message == "as persisted" {
+				t.Errorf("Rollup at a new generation kept %v", brief(got))
+			}
+		})
+	}
+}
