@@ -431,3 +431,54 @@ func TestRollupRestartRows(t *testing.T) {
 		})
 	}
 }
+
+// The streams condition is held as the trio is: an owner stalled by a
+// gate of the caller's own, whose streams start over after a restart,
+// keeps StreamsRunning=True while they are only starting, and a
+// StreamsRunning=False for a stream still without evidence stands too.
+func TestRestartHoldsTheStreamsCondition(t *testing.T) {
+	opts := wgreadiness.AccumulatorOptions{Rollup: wgreadiness.Options{StreamsCondition: streamsRunning}}
+	prev := func(states []wgwatch.State, gates ...wgreadiness.Gate) []metav1.Condition {
+		a := newAccumulator(t, opts)
+		var names []string
+		for _, s := range states {
+			names = append(names, s.Stream)
+		}
+		a.Track(ownerA, names...)
+		for _, s := range states {
+			a.StateChanged(s)
+		}
+		for _, g := range gates {
+			a.SetGate(ownerA, g)
+		}
+		conds := persistedWithStreams()
+		a.Apply(ownerA, &conds, gen, time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC))
+		return conds
+	}
+	for _, tt := range []struct {
+		name   string
+		before []metav1.Condition
+		gates  []wgreadiness.Gate
+		states []wgwatch.State
+	}{
+		{"streams running, stalled by the caller's gate", prev([]wgwatch.State{watching("configmaps")}, invalidSpec),
+			[]wgreadiness.Gate{invalidSpec}, []wgwatch.State{starting("configmaps"), syncing("configmaps"), watching("configmaps")}},
+		{"streams not running, reconciling on the caller's gate", prev([]wgwatch.State{refused("configmaps")}, waitingForDB),
+			[]wgreadiness.Gate{waitingForDB}, []wgwatch.State{starting("configmaps"), syncing("configmaps")}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newAccumulator(t, opts)
+			conds := slices.Clone(tt.before)
+			for _, g := range tt.gates {
+				a.SetGate(ownerA, g)
+			}
+			a.Track(ownerA, "configmaps")
+			for _, s := range tt.states {
+				a.StateChanged(s)
+				if a.Apply(ownerA, &conds, gen, time.Now()) {
+					t.Errorf("%s/%s: the restart wrote %v -> %v", s.Phase, s.Reason, brief(tt.before), brief(conds))
+				}
+			}
+		})
+	}
+}

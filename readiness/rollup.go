@@ -222,7 +222,7 @@ func Rollup(gates []Gate, existing []metav1.Condition, generation int64, opts Op
 		out = append(out, cond(ConditionReady, metav1.ConditionTrue))
 	}
 	if opts.StreamsCondition != "" {
-		out = append(out, streamsCondition(gates, generation, opts))
+		out = append(out, streamsCondition(gates, existing, generation, opts))
 	}
 	return out
 }
@@ -339,6 +339,30 @@ func holdsReconciling(gates []Gate, message string) bool {
 		}
 	}
 	return starting && named
+}
+
+// holdsStreams: a persisted streams condition stands over a restart, see
+// streamsCondition.
+func holdsStreams(streams []Gate, c metav1.Condition) bool {
+	switch c.Status {
+	case metav1.ConditionTrue:
+		return holdsReady(streams)
+	case metav1.ConditionFalse:
+	default:
+		return false
+	}
+	waiting := false
+	for _, g := range streams {
+		named := namedIn(c.Message, g.Name)
+		switch {
+		case g.Level.normal() == LevelEstablished:
+		case g.Unconfirmed && g.Level.normal() != LevelStalled:
+			waiting = waiting || named
+		case !named:
+			return false
+		}
+	}
+	return waiting
 }
 
 // startingReason reports whether a stream gate's reason is that of a stream
@@ -470,12 +494,22 @@ func describe(g Gate) string {
 }
 
 // streamsCondition summarises the stream gates alone, positive polarity.
-func streamsCondition(gates []Gate, generation int64, opts Options) metav1.Condition {
+// Over a restart a persisted one for generation is kept as it is while
+// the stream gates hold no evidence against it, as the trio is: a True
+// while every stream gate that is not established is Starting, a False
+// while a stream its message names is Unconfirmed and every other stream
+// gate that is not established is Unconfirmed or named there.
+func streamsCondition(gates []Gate, existing []metav1.Condition, generation int64, opts Options) metav1.Condition {
 	var streams []Gate
 	for _, g := range gates {
 		if g.Stream {
 			streams = append(streams, g)
 		}
+	}
+	if prev := meta.FindStatusCondition(existing, opts.StreamsCondition); prev != nil && prev.ObservedGeneration == generation && holdsStreams(streams, *prev) {
+		prev := *prev
+		prev.LastTransitionTime = metav1.Time{}
+		return prev
 	}
 	c := metav1.Condition{Type: opts.StreamsCondition, ObservedGeneration: generation, Status: metav1.ConditionTrue}
 	if len(streams) == 0 {

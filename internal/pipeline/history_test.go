@@ -102,6 +102,28 @@ type history struct {
 	steps      []step
 	// quiet are the windows kept free around quiet restarts.
 	quiet []span
+	// episodes are the quiet controller restarts over a fault.
+	episodes []episode
+}
+
+// fate is what becomes of an episode's fault while the controller is down.
+type fate string
+
+const (
+	fatePersists fate = "persists"
+	fateEnds     fate = "ends"
+	fateChanges  fate = "changes"
+)
+
+// episode is a quiet controller restart over a fault: a fault (of a
+// server, or the caller's own gate) that began before the stop, long enough
+// for the owners to show it, and that persists, ends or changes while the
+// controller is down; nothing else happens from quietBefore before the
+// stop to quietAfter after the start.
+type episode struct {
+	stop, start, end time.Duration
+	fate             fate
+	desc             string
 }
 
 func (h history) String() string {
@@ -244,10 +266,12 @@ func generate(seed uint64, c *chooser) history {
 	h.steps = append(h.steps, step{at: h.firstStart, desc: "controller start", do: func(w *world) { w.startController() }, keep: true})
 
 	busy := map[string]time.Duration{} // "<server>/<slot>" -> when free again
-	addFault := func(srv int, s slot, at, d time.Duration) {
+	// fault returns the steps of a fault of slot s on server srv from at
+	// for d, or false when the slot is taken then.
+	fault := func(srv int, s slot, at, d time.Duration) (on, off step, ok bool) {
 		key := fmt.Sprint(srv, "/", s)
 		if busy[key] > at {
-			return
+			return step{}, step{}, false
 		}
 		end := min(at+d, h.horizon)
 		busy[key] = end + time.Millisecond
@@ -283,9 +307,18 @@ func generate(seed uint64, c *chooser) history {
 			}
 			desc += " " + err.Error()
 		}
+		on = step{at: at, desc: "on " + desc, do: func(w *world) { w.faultOn(srv, s, human, f, err) }}
+		off = step{at: end, desc: "off " + desc, do: func(w *world) { w.faultOff(srv, s) }}
+		return on, off, true
+	}
+	addFault := func(srv int, s slot, at, d time.Duration) {
+		on, off, ok := fault(srv, s, at, d)
+		if !ok {
+			return
+		}
 		g := nextGroup()
-		add(at, g, "on "+desc, func(w *world) { w.faultOn(srv, s, human, f, err) })
-		add(end, g, "off "+desc, func(w *world) { w.faultOff(srv, s) })
+		on.group, off.group = g, g
+		h.steps = append(h.steps, on, off)
 	}
 	downUntil := time.Duration(0)
 	quietUntil := time.Duration(-1) // the end of the last quiet window
@@ -392,16 +425,26 @@ func generate(seed uint64, c *chooser) history {
 			}
 			g := nextGroup()
 			var from, to time.Duration
-			if c.intn(2) == 0 {
+			switch c.intn(3) {
+			case 0:
 				down := c.logDuration(time.Millisecond, 5*time.Second)
 				h.steps = append(h.steps,
 					step{at: at, desc: "quiet controller stop", do: func(w *world) { w.stopController() }, group: g, keep: true},
 					step{at: at + down, desc: "quiet controller start", do: func(w *world) { w.startController() }, group: g, keep: true})
 				from, to = at-quietBefore, at+down+quietAfter
 				downUntil = at + down + time.Second
-			} else {
+			case 1:
 				h.steps = append(h.steps, step{at: at, desc: "quiet apiserver restart", do: func(w *world) { w.apiserverRestart() }, group: g, keep: true})
 				from, to = at-quietBefore, at+quietAfter
+			default:
+				ep, steps, ok := restartOverFault(c, &h, at, g, fault, owner)
+				if !ok {
+					continue
+				}
+				h.steps = append(h.steps, steps...)
+				h.episodes = append(h.episodes, ep)
+				from, to = at-quietBefore, ep.end
+				downUntil = ep.start + time.Second
 			}
 			h.quiet = append(h.quiet, span{from, to})
 			quietUntil = to
@@ -411,6 +454,82 @@ func generate(seed uint64, c *chooser) history {
 	h.steps = slices.DeleteFunc(h.steps, func(s step) bool { return s.at >= h.horizon && !strings.HasPrefix(s.desc, "off ") })
 	slices.SortStableFunc(h.steps, func(a, b step) int { return int(a.at - b.at) })
 	return h
+}
+
+// restartOverFault builds an episode: a controller restart at `at`, over a
+// fault that began from 40 s to nearly quietBefore earlier (long enough
+// for a stream to be blocked, or stalled by a cause that needs a human or
+// by the progress deadline) and that persists, ends or changes while the
+// controller is down. Its steps are kept in the quiet window, in group g.
+func restartOverFault(c *chooser, h *history, at time.Duration, g int,
+	fault func(srv int, s slot, at, d time.Duration) (on, off step, ok bool), owner func() int) (episode, []step, bool) {
+	begun := c.logDuration(40*time.Second, quietBefore-10*time.Second)
+	down := c.logDuration(time.Millisecond, 5*time.Second)
+	ep := episode{stop: at, start: at + down, end: at + down + quietAfter, fate: []fate{fatePersists, fateEnds, fateChanges}[c.intn(3)]}
+	during := at + down/2 // what becomes of the fault, while the controller is down
+	var steps []step
+	keep := func(st step) {
+		st.group, st.keep = g, true
+		steps = append(steps, st)
+	}
+	if c.intn(4) == 0 {
+		// The caller's own gate.
+		o, name := owner(), fmt.Sprint("g", c.intn(2))
+		levels := []wgreadiness.Level{wgreadiness.LevelStalled, wgreadiness.LevelProgressing}
+		k := c.intn(2)
+		set := func(at time.Duration, lv wgreadiness.Level) {
+			keep(step{at: at, desc: fmt.Sprintf("o%d gate %s %s", o, name, lv), do: func(w *world) { w.setGate(o, name, lv, false) }})
+		}
+		set(at-begun, levels[k])
+		switch ep.fate {
+		case fateEnds:
+			set(during, wgreadiness.LevelEstablished)
+		case fateChanges:
+			set(during, levels[1-k])
+		}
+		ep.desc = fmt.Sprintf("o%d gate %s %s, %s", o, name, levels[k], ep.fate)
+	} else {
+		srv := c.intn(len(h.streams))
+		if c.intn(4) != 0 {
+			// As the window starts, every caller's gate is established and
+			// an owner follows the stream: the fault is what the owners
+			// show.
+			o := owner()
+			keep(step{at: at - quietBefore, desc: fmt.Sprintf("o%d follows s%d", o, srv), do: func(w *world) { w.follow(o, srv) }})
+			for o := range h.owners {
+				for _, name := range []string{"g0", "g1"} {
+					keep(step{at: at - quietBefore - time.Millisecond, desc: fmt.Sprintf("o%d gate %s established", o, name), do: func(w *world) {
+						w.setGate(o, name, wgreadiness.LevelEstablished, false)
+					}})
+				}
+			}
+		}
+		sl := []slot{slotErr, slotErr, slotRefuse, slotFlap, slotHandler}[c.intn(5)]
+		end := ep.end + c.logDuration(time.Second, 10*time.Minute)
+		if ep.fate != fatePersists {
+			end = during
+		}
+		on, off, ok := fault(srv, sl, at-begun, end-(at-begun))
+		if !ok {
+			return episode{}, nil, false
+		}
+		keep(on)
+		keep(off)
+		// The server closes its watches as the fault begins, so that the
+		// stream meets it now rather than when its session would end.
+		keep(step{at: on.at + time.Millisecond, desc: fmt.Sprintf("s%d close watches", srv), do: func(w *world) { w.action(srv, actionClose) }})
+		ep.desc = strings.TrimPrefix(on.desc, "on ") + ", " + string(ep.fate)
+		if ep.fate == fateChanges {
+			if on2, off2, ok := fault(srv, sl, during+time.Millisecond, ep.end+c.logDuration(time.Second, 10*time.Minute)-during); ok {
+				keep(on2)
+				keep(off2)
+				ep.desc += " to " + strings.TrimPrefix(on2.desc, "on ")
+			}
+		}
+	}
+	keep(step{at: at, desc: "quiet controller stop over " + ep.desc, do: func(w *world) { w.stopController() }})
+	keep(step{at: ep.start, desc: "quiet controller start over " + ep.desc, do: func(w *world) { w.startController() }})
+	return ep, steps, true
 }
 
 // dropInQuiet removes every step inside a quiet window but the quiet

@@ -53,10 +53,14 @@ type verdict struct {
 	restartWrites, noopWrites, kstatusDisagree, firstReadyWrong      int
 	// What the history exercised, so that a line of zeros is not empty.
 	writes, warnings, firstReady, held, viewGaps int
-	// quietChecked counts owners checked across a quiet restart: of the
-	// controller, of the apiserver.
-	quietChecked [2]int
-	notes        []string
+	// quietChecked counts owners checked across a quiet restart, by the
+	// state they were in when the controller restarted (ready, stalled,
+	// reconciling), then across an apiserver restart.
+	quietChecked [4]int
+	// fates counts the owners checked across a controller restart over a
+	// fault, by what became of it: persisted, ended, changed.
+	fates [3]int
+	notes []string
 }
 
 func (v *verdict) add(counter *int, format string, args ...any) {
@@ -82,8 +86,12 @@ func (v *verdict) sum(o verdict) {
 	v.firstReadyWrong += o.firstReadyWrong
 	v.writes += o.writes
 	v.warnings += o.warnings
-	v.quietChecked[0] += o.quietChecked[0]
-	v.quietChecked[1] += o.quietChecked[1]
+	for i := range v.quietChecked {
+		v.quietChecked[i] += o.quietChecked[i]
+	}
+	for i := range v.fates {
+		v.fates[i] += o.fates[i]
+	}
 	v.viewGaps += o.viewGaps
 	v.firstReady += o.firstReady
 	v.held += o.held
@@ -374,11 +382,13 @@ func judge(w *world, end time.Duration) (v verdict) {
 	for _, lw := range windows {
 		judgeGates(&v, w, lw)
 		judgeStreams(&v, w, lw)
+		judgeHeldStall(&v, w, lw)
 	}
 	for _, l := range w.lives {
 		judgeWrites(&v, w, l, truths)
 	}
 	judgeQuiet(&v, w, end)
+	judgeEpisodes(&v, w, end)
 	judgeFirstReady(&v, w)
 	return v
 }
@@ -639,7 +649,7 @@ func judgeQuiet(v *verdict, w *world, end time.Duration) {
 				if !established {
 					continue // the hold ended: writing is right
 				}
-				v.quietChecked[0]++
+				v.quietChecked[classReady]++
 				quietWrites(v, l, s, min(s+quietAfter, end), fmt.Sprintf("controller restart at %v (back at %v)", r, s))
 			}
 		case "quiet apiserver restart":
@@ -655,7 +665,7 @@ func judgeQuiet(v *verdict, w *world, end time.Duration) {
 			}
 			for _, l := range w.lives {
 				if settled(w, l, r) {
-					v.quietChecked[1]++
+					v.quietChecked[3]++
 					quietWrites(v, l, r, min(r+quietAfter, end), fmt.Sprintf("apiserver restart at %v", r))
 				}
 			}
@@ -690,6 +700,210 @@ func quietWrites(v *verdict, l *life, from, to time.Duration, what string) {
 		v.add(&v.restartWrites, "%s %s: a %s wrote at %v: %v -> %v, Events %d+%d",
 			what, l.key, l.uid, wr.at, brief(wr.before), brief(wr.after), len(wr.events[0]), len(wr.events[1]))
 	}
+}
+
+// The states an owner can be in when the controller restarts, as
+// quietChecked counts them.
+const (
+	classReady = iota
+	classStalled
+	classReconciling
+)
+
+// classOf is the state stored conditions show: ready, stalled or
+// reconciling, or -1.
+func classOf(c []metav1.Condition) int {
+	switch {
+	case isTrue(c, wgreadiness.ConditionStalled):
+		return classStalled
+	case isTrue(c, wgreadiness.ConditionReconciling):
+		return classReconciling
+	case isTrue(c, wgreadiness.ConditionReady):
+		return classReady
+	}
+	return -1
+}
+
+// trio is the state a write's conditions show: each condition of the trio
+// with its status and reason, messages left out.
+func trio(c []metav1.Condition) string {
+	var b strings.Builder
+	for _, typ := range []string{wgreadiness.ConditionReady, wgreadiness.ConditionReconciling, wgreadiness.ConditionStalled} {
+		if x := meta.FindStatusCondition(c, typ); x != nil {
+			fmt.Fprintf(&b, "%s=%s/%s ", typ, x.Status, x.Reason)
+		}
+	}
+	return b.String()
+}
+
+// judgeEpisodes: a controller restart over a fault that began before it
+// (package readiness, Restarts), for every owner that existed across it
+// with conditions for its generation. Whatever the fault became, a stall
+// already reported is never reported again: no Warning, and Stalled never
+// leaves True to come back. When the fault persists, the restart changes
+// no condition's status or reason and records no Event, unless the owner
+// recovers; when it ends, the owner recovers within the window once its
+// gates are established. An owner Ready at the restart whose streams are
+// established within the start grace is never written as starting over.
+func judgeEpisodes(v *verdict, w *world, end time.Duration) {
+	for _, ep := range w.h.episodes {
+		var p *process
+		for _, q := range w.procs {
+			if q.start == ep.start {
+				p = q
+			}
+		}
+		if p == nil {
+			continue
+		}
+		// At the horizon every fault ends: the window is over.
+		to := min(ep.end, end, w.h.horizon)
+		what := fmt.Sprintf("controller restart at %v over %s (back at %v)", ep.stop, ep.desc, ep.start)
+		for _, l := range w.lives {
+			if l.created > ep.stop-quietBefore || (l.deleted >= 0 && l.deleted < ep.end) {
+				continue
+			}
+			conds, observed, _ := l.storedAt(ep.stop)
+			g := l.genAt(ep.stop)
+			class := classOf(conds)
+			if observed != g.gen || class < 0 {
+				continue
+			}
+			if class == classReady {
+				established := true
+				for i := range w.servers {
+					if g.streams&(1<<i) != 0 {
+						if at := p.streamedBy(i, ep.start); at < 0 || at > ep.start+w.h.startGrace-time.Second {
+							established = false
+						}
+					}
+				}
+				if !established {
+					continue // the hold ended: writing is right
+				}
+				// The fault may move the owner; the restart alone may not.
+				v.quietChecked[classReady]++
+				for _, wr := range l.writes {
+					if wr.at >= ep.start && wr.at < to && startReason(wr.after) {
+						v.add(&v.restartWrites, "%s %s: a %s wrote at %v: %s-> %s, Events %d+%d", l.key, l.uid, what, wr.at,
+							trio(wr.before), trio(wr.after), len(wr.events[0]), len(wr.events[1]))
+					}
+				}
+				continue
+			}
+			v.quietChecked[class]++
+			v.fates[slices.Index([]fate{fatePersists, fateEnds, fateChanges}, ep.fate)]++
+			wasStalled := class == classStalled
+			fromStart := startReason(conds)
+			for _, wr := range l.writes {
+				if wr.at < ep.start || wr.at >= to {
+					continue
+				}
+				if wasStalled && isTrue(wr.after, wgreadiness.ConditionStalled) && !isTrue(wr.before, wgreadiness.ConditionStalled) {
+					v.add(&v.restartWrites, "%s %s: a %s reported the stall again at %v: %s-> %s", l.key, l.uid, what, wr.at, trio(wr.before), trio(wr.after))
+				}
+				if ep.fate != fatePersists {
+					continue
+				}
+				// What the restart alone would write: the stall dropped
+				// without a recovery, or the owner starting over.
+				dropped := isTrue(wr.before, wgreadiness.ConditionStalled) && !isTrue(wr.after, wgreadiness.ConditionStalled) &&
+					!isTrue(wr.after, wgreadiness.ConditionReady)
+				if dropped || (startReason(wr.after) && !fromStart) {
+					v.add(&v.restartWrites, "%s %s: a %s wrote at %v: %s-> %s, Events %d+%d", l.key, l.uid, what, wr.at,
+						trio(wr.before), trio(wr.after), len(wr.events[0]), len(wr.events[1]))
+				}
+			}
+			if ep.fate != fateEnds || to < ep.end {
+				continue
+			}
+			// Recovered within the window, once every gate is established.
+			healthy := g.streams != 0
+			for i := range w.servers {
+				if g.streams&(1<<i) != 0 {
+					if st, _ := p.stateAt(i, to); st.Phase != wgwatch.PhaseStreaming {
+						healthy = false
+					}
+				}
+			}
+			for name := range w.gates[l.o] {
+				if m := w.gateAt(l.o, name, to); m.present {
+					healthy = healthy || m.level == wgreadiness.LevelEstablished
+					if m.level != wgreadiness.LevelEstablished {
+						healthy = false
+						break
+					}
+				}
+			}
+			if c, _, _ := l.storedAt(to); healthy && !isTrue(c, wgreadiness.ConditionReady) {
+				v.add(&v.heldTooLong, "%s %s: a %s: every gate established at %v, the owner still %s", l.key, l.uid, what, to, trio(c))
+			}
+		}
+	}
+}
+
+// startReason reports whether stored conditions show an owner whose
+// streams are starting over: Ready's reason Starting or InitialSync.
+func startReason(c []metav1.Condition) bool {
+	r := meta.FindStatusCondition(c, wgreadiness.ConditionReady)
+	return r != nil && (r.Reason == string(wgwatch.ReasonStarting) || r.Reason == string(wgwatch.ReasonInitialSync))
+}
+
+// judgeHeldStall: Stalled=True stands only while a gate is stalled, or,
+// when an earlier process wrote it, within the new process's NotReadyHold
+// (package readiness, Restarts), never longer.
+func judgeHeldStall(v *verdict, w *world, lw lifeWindow) {
+	l, p := lw.l, lw.p
+	points := []time.Duration{lw.from, p.start + wgreadiness.DefaultNotReadyHold}
+	for _, wr := range l.writes {
+		points = append(points, wr.at)
+	}
+	for i := range w.servers {
+		for _, s := range p.states[i] {
+			points = append(points, s.at)
+		}
+	}
+	for _, marks := range w.gates[l.o] {
+		for _, m := range marks {
+			points = append(points, m.at)
+		}
+	}
+	slices.Sort(points)
+	for _, t := range slices.Compact(points) {
+		t += eps // what happens at an instant is written within it
+		if t < lw.from || t >= lw.to {
+			continue
+		}
+		conds, _, proc := l.storedAt(t)
+		if !isTrue(conds, wgreadiness.ConditionStalled) || stallShown(w, l, p, t) {
+			continue
+		}
+		if proc != p.id && t < p.start+wgreadiness.DefaultNotReadyHold+eps {
+			continue // held over the restart
+		}
+		v.add(&v.heldTooLong, "%s %s: Stalled=True at %v with no gate stalled (written by process %d; process %d started %v)",
+			l.key, l.uid, t, proc, p.id, p.start)
+		return
+	}
+}
+
+// stallShown reports whether a gate of l is stalled at t in p: a caller's
+// gate, or a stream it depends on that p has published as needing a human.
+func stallShown(w *world, l *life, p *process, t time.Duration) bool {
+	for name := range w.gates[l.o] {
+		if m := w.gateAt(l.o, name, t); m.present && m.level == wgreadiness.LevelStalled {
+			return true
+		}
+	}
+	g := l.genAt(t)
+	for i := range w.servers {
+		if g.streams&(1<<i) != 0 {
+			if st, _ := p.stateAt(i, t); wgreadiness.StreamLevel(st) == wgreadiness.LevelStalled {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // judgeFirstReady: one first-Ready observation per object UID, never for
@@ -903,6 +1117,17 @@ func (w *world) log(end time.Duration) string {
 //     StartGrace, and never over a stalled or caller's gate;
 //   - a controller or apiserver restart that changes nothing writes nothing
 //     and records nothing;
+//   - a controller restart over a fault that began before it (of a
+//     stream's server, or a caller's gate), for owners Ready, Stalled or
+//     Reconciling when it stopped, whether the fault persists, ends or
+//     changes while it is down: a stall already reported is never reported
+//     again (no second Warning, Stalled never leaves True to come back);
+//     while the fault persists, no condition of the trio changes its status
+//     or reason and no Event is recorded unless the owner recovers, and the
+//     owner is never written as starting over; once it ends, the owner is
+//     Ready within quietAfter of the restart when its gates are;
+//   - Stalled=True only while a gate is stalled, or, persisted by an
+//     earlier process, within the new one's NotReadyHold;
 //   - every status write changes something; after it, kstatus's Compute
 //     agrees with the trio, and readinesstest finds no rule broken;
 //   - one first-Ready outcome per object UID, as the metrics doc promises
@@ -934,10 +1159,11 @@ func TestPipeline(t *testing.T) {
 	}
 	runtime.GC()
 	leaks := max(runtime.NumGoroutine()-before, 0)
-	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d leaks=%d (writes=%d warnings=%d holds=%d view_gaps=%d quiet_restarts_checked=%d+%d first_ready=%d, %v)\n",
+	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d leaks=%d (writes=%d warnings=%d holds=%d view_gaps=%d quiet_restarts_checked=ready:%d,stalled:%d,reconciling:%d,apiserver:%d fault_fates=persisted:%d,ended:%d,changed:%d first_ready=%d, %v)\n",
 		*pipelineHistories, failed, total.falseWarnings, total.missedWarnings, total.readyWhileIncomplete, total.heldTooLong,
 		total.restartWrites, total.noopWrites, total.kstatusDisagree, total.firstReadyWrong, leaks,
-		total.writes, total.warnings, total.held, total.viewGaps, total.quietChecked[0], total.quietChecked[1], total.firstReady, time.Since(start).Round(time.Second))
+		total.writes, total.warnings, total.held, total.viewGaps, total.quietChecked[0], total.quietChecked[1], total.quietChecked[2], total.quietChecked[3],
+		total.fates[0], total.fates[1], total.fates[2], total.firstReady, time.Since(start).Round(time.Second))
 	if leaks > 0 {
 		t.Errorf("%d goroutines more than before the histories", leaks)
 	}

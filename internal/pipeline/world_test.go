@@ -359,6 +359,18 @@ func (w *world) bumpOwner(o int, streams int) {
 	}
 }
 
+// follow makes owner o depend on stream i: created if it is missing,
+// otherwise a new generation with i added to its streams, if it lacks it.
+func (w *world) follow(o, i int) {
+	obj, ok := w.store.get(ownerKey(o))
+	switch {
+	case !ok:
+		w.createOwner(o, 1<<i)
+	case obj.streams&(1<<i) == 0:
+		w.bumpOwner(o, obj.streams|1<<i)
+	}
+}
+
 func (w *world) setGate(o int, name string, level wgreadiness.Level, starting bool) {
 	w.markGate(o, name, gateMark{present: true, level: level, starting: starting})
 }
