@@ -60,10 +60,16 @@
 // routine watch reconnect, which changes no condition at all.
 //
 // A controller restart records nothing either, wired as the readiness
-// package says: an owner that was Ready keeps its conditions while its
-// streams start over ([github.com/watchgrade/watchgrade/readiness.Accumulator]),
-// so no status is written and no Event recorded. Only a stream that does
-// not establish within its start grace moves Ready, then one Normal Event.
+// package says: an owner keeps the conditions it had, Ready, Stalled or
+// Reconciling, while its streams start over and until they show evidence
+// against them ([github.com/watchgrade/watchgrade/readiness.Accumulator]),
+// so no status is written and no Event recorded. Record compares with the
+// conditions as read before the write, which after a restart are what the
+// previous process persisted: a stall already reported is not reported
+// again by a new process, however many times the controller restarts.
+// Only evidence moves the conditions: a stream established (a recovery,
+// one Normal Event), a new cause, or a hold's bound passing without
+// either.
 //
 // # Limits
 //

@@ -230,7 +230,7 @@
 //	- name: watchgrade
 //	  rules:
 //	  - alert: WatchTargetStalled         # pages: a human must act
-//	    expr: max by (namespace, name) (max_over_time(object:watchtarget_status_condition:held{type="Stalled",status="True"}[3m])) == 1
+//	    expr: max by (namespace, name) (object:watchtarget_status_condition:held{type="Stalled",status="True"}) == 1
 //	    for: 5m
 //	    labels: {severity: page}
 //	  - alert: WatchTargetNotReady        # opens a ticket

@@ -121,6 +121,42 @@ func ExampleAccumulator_restart() {
 	// Ready=True Established: all gates are established
 }
 
+// A Stalled owner across a restart: the previous process wrote Stalled
+// (RBAC denies the secrets watch) and recorded its one Warning. The new
+// process keeps those conditions while the stream starts over and finds
+// the denial again, so it writes nothing and records no second Warning;
+// once the denial is repaired the stream is established and the owner
+// recovers in one write.
+func ExampleAccumulator_restartStalled() {
+	acc, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{})
+	if err != nil {
+		panic(err)
+	}
+	key := types.NamespacedName{Namespace: "team-a", Name: "target"}
+	denied := "core/secrets: list failed: secrets is forbidden"
+	conds := []metav1.Condition{ // what the previous process wrote
+		{Type: wgreadiness.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: 1, Reason: "Forbidden", Message: denied},
+		{Type: wgreadiness.ConditionStalled, Status: metav1.ConditionTrue, ObservedGeneration: 1, Reason: "Forbidden", Message: denied},
+	}
+
+	acc.Track(key, "core/secrets")
+	for _, s := range []wgwatch.State{
+		{Stream: "core/secrets", Phase: wgwatch.PhaseStarting, Reason: wgwatch.ReasonStarting},
+		{Stream: "core/secrets", Phase: wgwatch.PhaseBlocked, Reason: wgwatch.ReasonForbidden, NeedsHuman: true,
+			Message: "list failed: secrets is forbidden"},
+		{Stream: "core/secrets", Phase: wgwatch.PhaseStreaming, Reason: wgwatch.ReasonWatching},
+	} {
+		acc.StateChanged(s)
+		fmt.Printf("%s %s, changed: %v\n", s.Phase, s.Reason, acc.Apply(key, &conds, 1, time.Now()))
+	}
+	printConditions(conds)
+	// Output:
+	// Starting Starting, changed: false
+	// Blocked Forbidden, changed: false
+	// Streaming Watching, changed: true
+	// Ready=True Established: all gates are established
+}
+
 // Validate reports every option the roll-up cannot honour at once;
 // NewAccumulator refuses them the same way.
 func ExampleOptions_Validate() {

@@ -245,10 +245,9 @@ func scenarios(t *testing.T) []scenario {
 				{at: 15, name: "WatchTargetStalled"},
 				{at: 24, name: "WatchTargetStalled"},
 				{at: 25, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
-				// Stalled=True is bridged over a few minutes (max_over_time
-				// [3m]): the page outlasts the recovery by that much.
-				{at: 61, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
-				{at: 63, name: "WatchTargetStalled"},
+				// No bridge: the page resolves with the recovery.
+				{at: 59, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
+				{at: 61, name: "WatchTargetStalled"},
 				{at: 15, name: "WatchTargetNotReady"},
 				{at: 49, name: "WatchTargetNotReady"},
 				{at: 50, name: "WatchTargetNotReady", firing: []map[string]string{with(appLabels, "severity", "ticket")}},
@@ -401,14 +400,14 @@ func scenarios(t *testing.T) []scenario {
 	})
 	// An object deleted while Stalled, its controller up: nothing holds
 	// it (only a target that is down has its last report held), and the
-	// page resolves once max_over_time's 3 minutes have passed.
+	// page resolves at once.
 	out = append(out, scenario{
 		name:   "an object deleted while Stalled, the controller up",
 		phases: []phase{{file: stalled, minutes: 10}, {file: stalled, minutes: 20, noObjects: true}},
 		target: controllerTarget(false),
 		alerts: []alertCase{
 			{at: 9, name: "WatchTargetStalled", firing: []map[string]string{with(appLabels, "severity", "page")}},
-			{at: 13, name: "WatchTargetStalled"},
+			{at: 11, name: "WatchTargetStalled"},
 			{at: 29, name: "WatchTargetNotReady"},
 		},
 	})
