@@ -32,7 +32,13 @@ func persisted(t *testing.T, states []wgwatch.State, gates ...wgreadiness.Gate) 
 // owner never established).
 func persistedOver(t *testing.T, conds []metav1.Condition, states []wgwatch.State, gates ...wgreadiness.Gate) []metav1.Condition {
 	t.Helper()
-	a := newAccumulator(t, wgreadiness.AccumulatorOptions{})
+	return persistedWith(t, wgreadiness.AccumulatorOptions{}, conds, states, gates...)
+}
+
+// persistedWith is persistedOver, with the given options.
+func persistedWith(t *testing.T, opts wgreadiness.AccumulatorOptions, conds []metav1.Condition, states []wgwatch.State, gates ...wgreadiness.Gate) []metav1.Condition {
+	t.Helper()
+	a := newAccumulator(t, opts)
 	var names []string
 	for _, s := range states {
 		names = append(names, s.Stream)
@@ -48,34 +54,21 @@ func persistedOver(t *testing.T, conds []metav1.Condition, states []wgwatch.Stat
 	return conds
 }
 
+// in returns a stream's state by the stream's name, for the tables below.
+func in(phase wgwatch.Phase, reason wgwatch.Reason, needsHuman bool) func(string) wgwatch.State {
+	return func(s string) wgwatch.State { return streamState(s, phase, reason, needsHuman) }
+}
+
 var (
-	watching = func(s string) wgwatch.State {
-		return streamState(s, wgwatch.PhaseStreaming, wgwatch.ReasonWatching, false)
-	}
-	starting = func(s string) wgwatch.State {
-		return streamState(s, wgwatch.PhaseStarting, wgwatch.ReasonStarting, false)
-	}
-	syncing = func(s string) wgwatch.State {
-		return streamState(s, wgwatch.PhaseReplaying, wgwatch.ReasonInitialSync, false)
-	}
-	forbidden = func(s string) wgwatch.State {
-		return streamState(s, wgwatch.PhaseBlocked, wgwatch.ReasonForbidden, true)
-	}
-	notFound = func(s string) wgwatch.State {
-		return streamState(s, wgwatch.PhaseBlocked, wgwatch.ReasonResourceNotFound, true)
-	}
-	expired = func(s string) wgwatch.State {
-		return streamState(s, wgwatch.PhaseReplaying, wgwatch.ReasonExpiredResourceVersion, false)
-	}
-	refused = func(s string) wgwatch.State {
-		return streamState(s, wgwatch.PhaseBlocked, wgwatch.ReasonConnectionFailed, false)
-	}
-	flapping = func(s string) wgwatch.State {
-		return streamState(s, wgwatch.PhaseBlocked, wgwatch.ReasonFlapping, false)
-	}
-	pastDeadline = func(s string) wgwatch.State {
-		return streamState(s, wgwatch.PhaseBlocked, wgwatch.ReasonProgressDeadlineExceeded, true)
-	}
+	watching      = in(wgwatch.PhaseStreaming, wgwatch.ReasonWatching, false)
+	starting      = in(wgwatch.PhaseStarting, wgwatch.ReasonStarting, false)
+	syncing       = in(wgwatch.PhaseReplaying, wgwatch.ReasonInitialSync, false)
+	forbidden     = in(wgwatch.PhaseBlocked, wgwatch.ReasonForbidden, true)
+	notFound      = in(wgwatch.PhaseBlocked, wgwatch.ReasonResourceNotFound, true)
+	expired       = in(wgwatch.PhaseReplaying, wgwatch.ReasonExpiredResourceVersion, false)
+	refused       = in(wgwatch.PhaseBlocked, wgwatch.ReasonConnectionFailed, false)
+	flapping      = in(wgwatch.PhaseBlocked, wgwatch.ReasonFlapping, false)
+	pastDeadline  = in(wgwatch.PhaseBlocked, wgwatch.ReasonProgressDeadlineExceeded, true)
 	waitingForDB  = wgreadiness.Progressing("Database", "WaitingForDatabase", "the database is not reachable yet")
 	invalidSpec   = wgreadiness.Stalled("Spec", "InvalidSpec", "spec.size must be positive")
 	databaseReady = wgreadiness.Established("Database", "Reachable", "the database answers")
@@ -439,21 +432,7 @@ func TestRollupRestartRows(t *testing.T) {
 func TestRestartHoldsTheStreamsCondition(t *testing.T) {
 	opts := wgreadiness.AccumulatorOptions{Rollup: wgreadiness.Options{StreamsCondition: streamsRunning}}
 	prev := func(states []wgwatch.State, gates ...wgreadiness.Gate) []metav1.Condition {
-		a := newAccumulator(t, opts)
-		var names []string
-		for _, s := range states {
-			names = append(names, s.Stream)
-		}
-		a.Track(ownerA, names...)
-		for _, s := range states {
-			a.StateChanged(s)
-		}
-		for _, g := range gates {
-			a.SetGate(ownerA, g)
-		}
-		conds := persistedWithStreams()
-		a.Apply(ownerA, &conds, gen, time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC))
-		return conds
+		return persistedWith(t, opts, persistedWithStreams(), states, gates...)
 	}
 	for _, tt := range []struct {
 		name   string
