@@ -339,6 +339,14 @@
 // live again within ReplayGrace. The reflector's own fallback from a
 // refused watch-list to a LIST is routine and reported as nothing.
 //
+// The reflector also logs: client-go's default watch error handler logs
+// every failed list or watch at error level, so an apiserver restart
+// writes one error per informer, and a denied watch one per retry.
+// [WatchErrorLogger] is a handler graded as Grade grades: routine endings
+// and short trouble at V(1), trouble that lasts TransientGrace at Info once,
+// a denial that lasts HumanGrace at Error once, per stretch of trouble.
+// Streams log nothing of their own: they publish states.
+//
 // # Observers
 //
 // Streams report to an [Observer]: state changes ([Phase], [Reason],
