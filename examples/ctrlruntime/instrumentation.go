@@ -181,6 +181,9 @@ func (in *Instrumentation) Metrics() *wgmetrics.WatchMetrics { return in.metrics
 //
 //   - sets Cache.NewInformer to [Instrumentation.NewInformer], replacing any
 //     hook already there;
+//   - sets Cache.DefaultWatchErrorHandler, when unset, to
+//     [wgwatch.WatchErrorLogger]: the reflectors' failures are logged
+//     graded, where client-go's default logs each as an error;
 //   - restricts the cache to Options.Namespace, when set, through
 //     Cache.DefaultNamespaces (replacing any namespaces already there);
 //   - wraps MapperProvider (controller-runtime's default when unset) so that
@@ -190,6 +193,9 @@ func (in *Instrumentation) Metrics() *wgmetrics.WatchMetrics { return in.metrics
 //   - records Scheme (controller-runtime's default when unset).
 func (in *Instrumentation) Configure(o *manager.Options) {
 	o.Cache.NewInformer = in.NewInformer
+	if o.Cache.DefaultWatchErrorHandler == nil {
+		o.Cache.DefaultWatchErrorHandler = wgwatch.WatchErrorLogger(in.log.WithName("watch"), wgwatch.LogOptions{Policy: in.opts.Policy})
+	}
 	if in.opts.Namespace != "" {
 		o.Cache.DefaultNamespaces = map[string]cache.Config{in.opts.Namespace: {}}
 	}

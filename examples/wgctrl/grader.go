@@ -1,6 +1,7 @@
 package wgctrl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -120,8 +121,14 @@ func (g *Grader) Metrics() *wgmetrics.WatchMetrics { return g.metrics }
 // ManagerOptions returns o with what the Grader needs from the manager; pass
 // the result to ctrl.NewManager. It
 //
-//   - sets Cache.NewInformer to [Grader.NewInformer], replacing any hook
-//     already there: every informer of the cache is graded;
+//   - sets Cache.NewInformer to a hook that grades every informer of the
+//     cache ([Grader.NewInformer]), building it with the hook already
+//     there, if any, from the graded ListerWatcher;
+//   - sets Cache.DefaultWatchErrorHandler to [wgwatch.WatchErrorLogger]
+//     on the Grader's logger, then the handler already there, if any: the
+//     reflectors' failures are logged graded (an apiserver restart logs
+//     nothing at the default verbosity, a denial one error), where
+//     client-go's default logs each failed list or watch as an error;
 //   - wraps MapperProvider (controller-runtime's default when unset) to
 //     record the RESTMapper the manager makes, before any informer exists;
 //   - records Scheme (controller-runtime's default when unset);
@@ -129,7 +136,19 @@ func (g *Grader) Metrics() *wgmetrics.WatchMetrics { return g.metrics }
 //     zero, so that a watched kind that needs a human does not make the
 //     manager exit (a controller's own WithOptions still wins).
 func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
-	o.Cache.NewInformer = g.NewInformer
+	build := o.Cache.NewInformer
+	o.Cache.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+		return g.newInformer(build, lw, obj, resync, indexers)
+	}
+	logs := wgwatch.WatchErrorLogger(g.log.WithName("watch"), wgwatch.LogOptions{Policy: g.opts.Policy})
+	if theirs := o.Cache.DefaultWatchErrorHandler; theirs != nil {
+		o.Cache.DefaultWatchErrorHandler = func(ctx context.Context, r *toolscache.Reflector, err error) {
+			logs(ctx, r, err)
+			theirs(ctx, r, err)
+		}
+	} else {
+		o.Cache.DefaultWatchErrorHandler = logs
+	}
 	provider := o.MapperProvider
 	if provider == nil {
 		provider = apiutil.NewDynamicRESTMapper
@@ -168,6 +187,16 @@ func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 // error is logged: a guess at the plural would look right on every
 // dashboard and be wrong.
 func (g *Grader) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	return g.newInformer(nil, lw, obj, resync, indexers)
+}
+
+// newInformer is NewInformer, building the informer with build (the
+// user's own hook), or as controller-runtime's default does when nil.
+func (g *Grader) newInformer(build func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer,
+	lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	if build == nil {
+		build = toolscache.NewSharedIndexInformer
+	}
 	name, gr, err := g.identify(obj)
 	if err != nil {
 		g.log.Error(err, "cannot map the informer's kind to a resource; its metrics are labelled with the kind", "stream", name)
@@ -186,9 +215,9 @@ func (g *Grader) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, re
 		// neither happens: a working informer that is not graded beats a
 		// crash.
 		g.log.Error(err, "informer is not graded", "stream", name)
-		return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+		return build(lw, obj, resync, indexers)
 	}
-	return toolscache.NewSharedIndexInformer(ilw, obj, resync, indexers)
+	return build(ilw, obj, resync, indexers)
 }
 
 // StateChanged passes an informer's state on to every Owner.

@@ -2,7 +2,9 @@ package wgctrl_test
 
 import (
 	"context"
+	"errors"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -312,6 +315,32 @@ func TestManagerOptions(t *testing.T) {
 	mine.Controller.CacheSyncTimeout = 5 * time.Minute
 	if got := grade.ManagerOptions(mine).Controller.CacheSyncTimeout; got != 5*time.Minute {
 		t.Errorf("a CacheSyncTimeout of the caller's became %v, want it kept", got)
+	}
+	// Hooks of the caller's are wrapped, not replaced: their NewInformer
+	// builds the informer from the graded ListerWatcher, and their watch
+	// error handler still sees every error, after the graded log.
+	var built, handled int
+	theirs := manager.Options{}
+	theirs.Cache.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
+		built++
+		if lw == nil {
+			t.Error("the caller's NewInformer got no ListerWatcher")
+		}
+		return toolscache.NewSharedIndexInformer(lw, obj, resync, idx)
+	}
+	theirs.Cache.DefaultWatchErrorHandler = func(context.Context, *toolscache.Reflector, error) { handled++ }
+	wrapped := grade.ManagerOptions(theirs)
+	wrapped.Cache.NewInformer(watchtest.New(), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	r := toolscache.NewReflector(&toolscache.ListWatch{}, &corev1.ConfigMap{}, toolscache.NewStore(toolscache.MetaNamespaceKeyFunc), 0)
+	wrapped.Cache.DefaultWatchErrorHandler(t.Context(), r, errors.New("connection refused"))
+	if built != 1 || handled != 1 {
+		t.Errorf("the caller's hooks ran %d and %d times, want once each", built, handled)
+	}
+	if !slices.Contains(grade.Streams(), wgctrl.StreamName(corev1.SchemeGroupVersion.WithKind("ConfigMap"))) {
+		t.Errorf("Streams() = %v: the informer the caller's hook built is not graded", grade.Streams())
+	}
+	if o.Cache.DefaultWatchErrorHandler == nil {
+		t.Error("Cache.DefaultWatchErrorHandler not set")
 	}
 	// The metrics are reused, not registered twice, by a second Grader
 	// on one registry (a second manager in one process).
