@@ -21,6 +21,13 @@
 //	// Reconcile, after reading the Guestbook gb:
 //	defer func() { err = errors.Join(err, r.Readiness.Status(ctx, gb)) }()
 //
+// Two more lines serve what the streams know to the rest of the cluster:
+// the readiness probe, which fails until every informer has synced once
+// ([Grader.ReadyzCheck]: mgr.AddReadyzCheck("watches", grade.ReadyzCheck),
+// never as the liveness probe), and, already set by ManagerOptions, the
+// reflectors' failures logged graded ([wgwatch.WatchErrorLogger]) instead
+// of one error per failed list or watch.
+//
 // The owner's status needs conditions (kubebuilder scaffolds them) and
 // observedGeneration (add `ObservedGeneration int64
 // json:"observedGeneration,omitempty"` and regenerate the CRD): kstatus and

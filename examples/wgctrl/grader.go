@@ -82,6 +82,8 @@ type Grader struct {
 	owners []*Owner
 	// managed is true once ManagerOptions has run.
 	managed bool
+	// synced answers ReadyzCheck.
+	synced wgwatch.SyncCheck
 }
 
 // New registers the watch metrics with opts.Registerer and returns a Grader.
@@ -207,7 +209,7 @@ func (g *Grader) newInformer(build func(toolscache.ListerWatcher, runtime.Object
 	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{
 		Resource: gr,
 		Name:     name,
-		Observer: wgwatch.Observers(g, g.metrics, g.opts.Observer),
+		Observer: wgwatch.Observers(g, g.metrics, &g.synced, g.opts.Observer),
 		Policy:   g.opts.Policy,
 	})
 	if err != nil {
@@ -218,6 +220,22 @@ func (g *Grader) newInformer(build func(toolscache.ListerWatcher, runtime.Object
 		return build(lw, obj, resync, indexers)
 	}
 	return build(ilw, obj, resync, indexers)
+}
+
+// ReadyzCheck is a healthz.Checker for the manager's readiness probe,
+// mgr.AddReadyzCheck("watches", grade.ReadyzCheck): it fails while an
+// informer of the cache has never synced, and passes once each has, for
+// good ([wgwatch.SyncCheck]). A pod that is not ready is taken out of its
+// Services' endpoints, webhooks included, which is right while its caches
+// are empty and wrong afterwards, when a denied or failing watch is what
+// the owners' Stalled conditions report. Do not use it as the liveness
+// probe: a restart never fixes RBAC or a missing CRD. A kind whose CRD is
+// not installed has no informer, so it does not hold the probe back.
+func (g *Grader) ReadyzCheck(req *http.Request) error {
+	if err := g.synced.Check(req); err != nil {
+		return fmt.Errorf("wgctrl: %w", err)
+	}
+	return nil
 }
 
 // StateChanged passes an informer's state on to every Owner.

@@ -119,6 +119,10 @@ func TestReconcilerOverWatchtest(t *testing.T) {
 		if s, r := condition(f.guestbook(t), wgreadiness.ConditionReconciling); s != metav1.ConditionTrue {
 			t.Errorf("at start, Reconciling = %s (%s), want True", s, r)
 		}
+		synctest.Wait()
+		if err := f.grade.ReadyzCheck(nil); !errors.Is(err, wgwatch.ErrNotSynced) {
+			t.Errorf("at start, ReadyzCheck() = %v, want ErrNotSynced", err)
+		}
 		time.Sleep(wgwatch.DefaultHumanGrace + time.Minute)
 		synctest.Wait()
 		f.reconcile(t)
@@ -150,6 +154,17 @@ func TestReconcilerOverWatchtest(t *testing.T) {
 		f.reconcile(t)
 		if s, r := condition(f.guestbook(t), wgreadiness.ConditionReady); s != metav1.ConditionTrue {
 			t.Errorf("repaired: Ready = %s (%s), want True", s, r)
+		}
+		if err := f.grade.ReadyzCheck(nil); err != nil {
+			t.Errorf("synced: ReadyzCheck() = %v, want nil", err)
+		}
+		// Denied again: the owner is Stalled, the probe stays ready.
+		srv.SetFaults(watchtest.Faults{Err: watchtest.Forbidden()})
+		srv.CloseWatches()
+		time.Sleep(wgwatch.DefaultTransientGrace + time.Minute)
+		synctest.Wait()
+		if err := f.grade.ReadyzCheck(nil); err != nil {
+			t.Errorf("denied after it synced: ReadyzCheck() = %v, want nil", err)
 		}
 	})
 }

@@ -1,0 +1,94 @@
+package watch
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// ErrNotSynced is what [SyncCheck.Check] returns, wrapped, while a stream
+// has not been live once. Match it with errors.Is.
+var ErrNotSynced = errors.New("watchgrade/watch: not synced")
+
+// SyncCheck is an [Observer] that answers a readiness probe: it fails
+// while a stream or informer that has reported has never been Streaming,
+// and passes once each has been, for good. Pass it among a process's
+// observers ([Observers]) and serve [SyncCheck.Check] as the probe:
+// controller-runtime's mgr.AddReadyzCheck takes it as a healthz.Checker,
+// and a plain net/http server can call it from a handler.
+//
+// It is meant for the readiness probe, not the liveness probe. A pod that
+// is not ready is taken out of its Services' endpoints, webhooks
+// included: right while its caches have never synced, when it could only
+// answer from an empty view, and wrong afterwards, when taking it out
+// fixes nothing and only breaks its webhooks. So a stream that is Blocked
+// later, Stalled by a denial or an outage, does not fail the check: the
+// owners' Stalled conditions and Warning Events say so to a human. A
+// failing liveness probe restarts the container, which never fixes RBAC,
+// a missing CRD or an apiserver outage; use the check for liveness only
+// if a restart is the cure.
+//
+// The zero value is ready to use; it is safe for concurrent use.
+type SyncCheck struct {
+	mu sync.Mutex
+	// waiting holds the streams that have reported but never streamed;
+	// synced those that have.
+	waiting, synced map[string]bool
+}
+
+var _ Observer = (*SyncCheck)(nil)
+
+// StateChanged records that s.Stream exists, and whether it has streamed.
+func (c *SyncCheck) StateChanged(s State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.synced == nil {
+		c.waiting, c.synced = map[string]bool{}, map[string]bool{}
+	}
+	switch {
+	case c.synced[s.Stream]:
+	case s.Phase == PhaseStreaming:
+		c.synced[s.Stream] = true
+		delete(c.waiting, s.Stream)
+	default:
+		c.waiting[s.Stream] = true
+	}
+}
+
+// Forget drops a stream that has stopped for good, so that it no longer
+// holds the check back. A stream of that name that reports later counts
+// afresh.
+func (c *SyncCheck) Forget(stream string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.waiting, stream)
+	delete(c.synced, stream)
+}
+
+// SessionEnded does nothing: a session ending changes no stream's sync.
+func (c *SyncCheck) SessionEnded(SessionEnd) {}
+
+// Check returns nil once every stream that has reported has been
+// Streaming once, and otherwise an error wrapping [ErrNotSynced] that
+// names them (at most five). The request is not read.
+func (c *SyncCheck) Check(*http.Request) error {
+	c.mu.Lock()
+	waiting := make([]string, 0, len(c.waiting))
+	for name := range c.waiting {
+		waiting = append(waiting, name)
+	}
+	c.mu.Unlock()
+	if len(waiting) == 0 {
+		return nil
+	}
+	slices.Sort(waiting)
+	named := waiting[:min(len(waiting), 5)]
+	more := ""
+	if n := len(waiting) - len(named); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return fmt.Errorf("%w: %s%s never streamed", ErrNotSynced, strings.Join(named, ", "), more)
+}
