@@ -7,7 +7,7 @@
 // (a Warning only when a human must act), and the watch metrics are served
 // on the manager's /metrics.
 //
-//	grade, err := wgctrl.New(wgctrl.Options{})
+//	grade, err := wgctrl.New(wgctrl.Options{WaitForHuman: true})
 //	mgr, err := ctrl.NewManager(cfg, grade.ManagerOptions(ctrl.Options{Scheme: scheme}))
 //	readiness, err := grade.Owner(mgr, &webappv1.Guestbook{}, &corev1.ConfigMap{})
 //
@@ -72,9 +72,11 @@
 //
 //   - It keeps controller-runtime's rule: workers never run on a cache that
 //     has not synced, because a controller acting on an empty cache of its
-//     children can delete or recreate them. [Grader.ManagerOptions] sets the
-//     controllers' CacheSyncTimeout to [CacheSyncTimeout] (ten years) when it
-//     is unset, so the controller waits for the human instead of exiting.
+//     children can delete or recreate them. With [Options.WaitForHuman],
+//     [Grader.ManagerOptions] sets the controllers' CacheSyncTimeout to
+//     [CacheSyncTimeout] (ten years) when it is unset, so the controller
+//     waits for the human instead of exiting; it is an option because it
+//     changes every controller of the manager.
 //   - The owner is told anyway, by a standby writer that does not need the
 //     controller's workers: [Owner.Start], which the manager runs. It follows
 //     the owner kind's informer (which syncs: only the watched kind is

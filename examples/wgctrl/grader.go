@@ -30,12 +30,13 @@ import (
 )
 
 // CacheSyncTimeout is the controllers' CacheSyncTimeout that
-// [Grader.ManagerOptions] sets when the options leave it zero: ten years,
-// in effect never. controller-runtime's own default, two minutes, turns a
-// watched kind that RBAC denies, or whose CRD is missing, into a manager
-// that exits and restarts for as long as no one fixes it; with this one the
-// controller's workers wait for the human while the Owner's standby writer
-// tells them (see the package documentation).
+// [Grader.ManagerOptions] sets, with [Options.WaitForHuman], when the
+// options leave it zero: ten years, in effect never. controller-runtime's
+// own default, two minutes, turns a watched kind that RBAC denies, or whose
+// CRD is missing, into a manager that exits and restarts for as long as no
+// one fixes it; with this one the controller's workers wait for the human
+// while the Owner's standby writer tells them (see the package
+// documentation).
 const CacheSyncTimeout = 10 * 365 * 24 * time.Hour
 
 // Options configure a [Grader]. The zero value works.
@@ -57,6 +58,15 @@ type Options struct {
 	// Rollup configures every Owner's roll-up of gates into conditions.
 	// Defaults to the readiness package's defaults.
 	Rollup wgreadiness.Options
+	// WaitForHuman has [Grader.ManagerOptions] set the controllers'
+	// CacheSyncTimeout to [CacheSyncTimeout] (ten years) when the manager's
+	// options leave it zero: a controller whose watched kind needs a human
+	// (RBAC denies it, its CRD is missing) then waits for the human instead
+	// of failing after controller-runtime's two minutes, which exits the
+	// manager and crash-loops the pod, while the Owner's standby writer
+	// reports the owners Stalled. A controller's own WithOptions still
+	// wins. Defaults to false: controller-runtime's timeout is kept.
+	WaitForHuman bool
 }
 
 // Grader grades every informer of one manager's cache and keeps the
@@ -134,9 +144,10 @@ func (g *Grader) Metrics() *wgmetrics.WatchMetrics { return g.metrics }
 //   - wraps MapperProvider (controller-runtime's default when unset) to
 //     record the RESTMapper the manager makes, before any informer exists;
 //   - records Scheme (controller-runtime's default when unset);
-//   - sets Controller.CacheSyncTimeout to [CacheSyncTimeout] when it is
-//     zero, so that a watched kind that needs a human does not make the
-//     manager exit (a controller's own WithOptions still wins).
+//   - with [Options.WaitForHuman], sets Controller.CacheSyncTimeout to
+//     [CacheSyncTimeout] when it is zero, so that a watched kind that needs
+//     a human does not make the manager exit (a controller's own
+//     WithOptions still wins).
 func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 	build := o.Cache.NewInformer
 	o.Cache.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
@@ -164,7 +175,7 @@ func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 		}
 		return m, err
 	}
-	if o.Controller.CacheSyncTimeout == 0 {
+	if g.opts.WaitForHuman && o.Controller.CacheSyncTimeout == 0 {
 		o.Controller.CacheSyncTimeout = CacheSyncTimeout
 	}
 	g.mu.Lock()
@@ -209,7 +220,7 @@ func (g *Grader) newInformer(build func(toolscache.ListerWatcher, runtime.Object
 	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{
 		Resource: gr,
 		Name:     name,
-		Observer: wgwatch.Observers(g, g.metrics, &g.synced, g.opts.Observer),
+		Observer: wgwatch.Observers(wgwatch.ObserverFuncs{StateChangedFunc: g.stateChanged}, g.metrics, &g.synced, g.opts.Observer),
 		Policy:   g.opts.Policy,
 	})
 	if err != nil {
@@ -238,8 +249,8 @@ func (g *Grader) ReadyzCheck(req *http.Request) error {
 	return nil
 }
 
-// StateChanged passes an informer's state on to every Owner.
-func (g *Grader) StateChanged(s wgwatch.State) {
+// stateChanged passes an informer's state on to every Owner.
+func (g *Grader) stateChanged(s wgwatch.State) {
 	g.mu.Lock()
 	owners := slices.Clone(g.owners)
 	g.mu.Unlock()
@@ -247,9 +258,6 @@ func (g *Grader) StateChanged(s wgwatch.State) {
 		o.acc.StateChanged(s)
 	}
 }
-
-// SessionEnded does nothing: a session ending alone changes no owner.
-func (g *Grader) SessionEnded(wgwatch.SessionEnd) {}
 
 // identify returns the stream name and resource of the informer for obj.
 func (g *Grader) identify(obj runtime.Object) (string, schema.GroupResource, error) {

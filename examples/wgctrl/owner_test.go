@@ -323,12 +323,19 @@ func TestManagerOptions(t *testing.T) {
 	if o.MapperProvider == nil {
 		t.Error("MapperProvider not set")
 	}
-	if o.Controller.CacheSyncTimeout != wgctrl.CacheSyncTimeout {
-		t.Errorf("Controller.CacheSyncTimeout = %v, want %v", o.Controller.CacheSyncTimeout, wgctrl.CacheSyncTimeout)
+	if o.Controller.CacheSyncTimeout != 0 {
+		t.Errorf("without WaitForHuman, Controller.CacheSyncTimeout = %v, want it left to controller-runtime", o.Controller.CacheSyncTimeout)
+	}
+	waiting, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry(), WaitForHuman: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := waiting.ManagerOptions(manager.Options{}).Controller.CacheSyncTimeout; got != wgctrl.CacheSyncTimeout {
+		t.Errorf("with WaitForHuman, Controller.CacheSyncTimeout = %v, want %v", got, wgctrl.CacheSyncTimeout)
 	}
 	mine := manager.Options{}
 	mine.Controller.CacheSyncTimeout = 5 * time.Minute
-	if got := grade.ManagerOptions(mine).Controller.CacheSyncTimeout; got != 5*time.Minute {
+	if got := waiting.ManagerOptions(mine).Controller.CacheSyncTimeout; got != 5*time.Minute {
 		t.Errorf("a CacheSyncTimeout of the caller's became %v, want it kept", got)
 	}
 	// Hooks of the caller's are wrapped, not replaced: their NewInformer
