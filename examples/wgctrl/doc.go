@@ -4,8 +4,9 @@
 // manager's cache is graded, each owner object gets the kstatus trio (Ready,
 // Reconciling, Stalled) and status.observedGeneration from the streams of
 // the kinds its controller watches, Events are recorded only on transitions
-// (a Warning only when a human must act), and the watch metrics are served
-// on the manager's /metrics.
+// (a Warning only when a human must act), and the watch metrics and the
+// owners' time-to-first-Ready histogram are served on the manager's
+// /metrics.
 //
 //	grade, err := wgctrl.New(wgctrl.Options{WaitForHuman: true})
 //	mgr, err := ctrl.NewManager(cfg, grade.ManagerOptions(ctrl.Options{Scheme: scheme}))

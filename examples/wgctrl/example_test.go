@@ -74,9 +74,9 @@ func Example_unitTest() {
 	}
 
 	fmt.Println("streams:", readiness.Streams())
-	grade.StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseStreaming, Reason: wgwatch.ReasonWatching})
+	grade.Observer().StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseStreaming, Reason: wgwatch.ReasonWatching})
 	reconcile()
-	grade.StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseBlocked, Reason: wgwatch.ReasonForbidden,
+	grade.Observer().StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseBlocked, Reason: wgwatch.ReasonForbidden,
 		NeedsHuman: true, Message: "configmaps is forbidden"})
 	reconcile()
 	reconcile() // nothing changed: no write, no Event

@@ -75,10 +75,11 @@ type Options struct {
 // declare each owner kind with [Grader.Owner]. Its methods are safe for
 // concurrent use.
 type Grader struct {
-	opts    Options
-	log     logr.Logger
-	metrics *wgmetrics.WatchMetrics
-	clock   clock.WithTicker
+	opts       Options
+	log        logr.Logger
+	metrics    *wgmetrics.WatchMetrics
+	firstReady *wgmetrics.FirstReady
+	clock      clock.WithTicker
 
 	mu sync.Mutex
 	// scheme and mapper identify the kind behind each informer. Both are
@@ -96,9 +97,9 @@ type Grader struct {
 	synced wgwatch.SyncCheck
 }
 
-// New registers the watch metrics with opts.Registerer and returns a Grader.
-// If that registry already has them (a second manager in one process), they
-// are reused.
+// New registers the watch metrics and the time-to-first-Ready metrics with
+// opts.Registerer and returns a Grader. If that registry already has them
+// (a second manager in one process), they are reused.
 func New(opts Options) (*Grader, error) {
 	if err := opts.Rollup.Validate(); err != nil {
 		return nil, fmt.Errorf("wgctrl: %w", err)
@@ -117,18 +118,33 @@ func New(opts Options) (*Grader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wgctrl: %w", err)
 	}
+	fr, err := wgmetrics.NewFirstReady(reg, wgmetrics.FirstReadyOptions{})
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(*wgmetrics.FirstReady); ok {
+			fr, err = existing, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wgctrl: %w", err)
+	}
 	return &Grader{
-		opts:    opts,
-		log:     logf.Log.WithName("watchgrade"),
-		metrics: wm,
-		clock:   clock.RealClock{},
-		scheme:  clientgoscheme.Scheme, // controller-runtime's default
-		streams: map[string]bool{},
+		opts:       opts,
+		log:        logf.Log.WithName("watchgrade"),
+		metrics:    wm,
+		firstReady: fr,
+		clock:      clock.RealClock{},
+		scheme:     clientgoscheme.Scheme, // controller-runtime's default
+		streams:    map[string]bool{},
 	}, nil
 }
 
 // Metrics returns the watch metrics every informer reports to.
 func (g *Grader) Metrics() *wgmetrics.WatchMetrics { return g.metrics }
+
+// FirstReady returns the time-to-first-Ready metrics, which every Owner
+// feeds with each sighting of its objects: one observation per object,
+// from its creation to its first Ready=True.
+func (g *Grader) FirstReady() *wgmetrics.FirstReady { return g.firstReady }
 
 // ManagerOptions returns o with what the Grader needs from the manager; pass
 // the result to ctrl.NewManager. It
@@ -220,7 +236,7 @@ func (g *Grader) newInformer(build func(toolscache.ListerWatcher, runtime.Object
 	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{
 		Resource: gr,
 		Name:     name,
-		Observer: wgwatch.Observers(wgwatch.ObserverFuncs{StateChangedFunc: g.stateChanged}, g.metrics, &g.synced, g.opts.Observer),
+		Observer: g.Observer(),
 		Policy:   g.opts.Policy,
 	})
 	if err != nil {
@@ -247,6 +263,14 @@ func (g *Grader) ReadyzCheck(req *http.Request) error {
 		return fmt.Errorf("wgctrl: %w", err)
 	}
 	return nil
+}
+
+// Observer returns what every informer of the cache reports to: the
+// Owners, the watch metrics, ReadyzCheck and Options.Observer. A unit test
+// of a reconciler hands it the states an informer would report (see the
+// package example); nothing else needs it.
+func (g *Grader) Observer() wgwatch.Observer {
+	return wgwatch.Observers(wgwatch.ObserverFuncs{StateChangedFunc: g.stateChanged}, g.metrics, &g.synced, g.opts.Observer)
 }
 
 // stateChanged passes an informer's state on to every Owner.

@@ -12,7 +12,9 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -103,6 +105,8 @@ type Owner struct {
 	// pruned is true once a status write came back without
 	// status.observedGeneration: the CRD's schema lacks the field.
 	pruned bool
+	// gr is the owner kind's resource, once the RESTMapper has said.
+	gr schema.GroupResource
 }
 
 // Owner declares an owner kind and the kinds its controller watches (Owns
@@ -329,6 +333,7 @@ func (o *Owner) write(ctx context.Context, obj client.Object, onlyStalled bool) 
 	if err != nil {
 		return "", fmt.Errorf("wgctrl: %s %s: %w", o.gvk.Kind, client.ObjectKeyFromObject(obj), err)
 	}
+	o.sight(obj, before)
 	gen := obj.GetGeneration()
 	after := slices.Clone(before)
 	changed := o.acc.Apply(client.ObjectKeyFromObject(obj), &after, gen, o.g.clock.Now())
@@ -359,8 +364,49 @@ func (o *Owner) write(ctx context.Context, obj client.Object, onlyStalled bool) 
 				"add `ObservedGeneration int64 `json:\"observedGeneration,omitempty\"`` to the status type and regenerate the CRD: kstatus and kubectl wait read it")
 		}
 	}
+	o.sight(uo, after)
 	o.events.Record(obj, before, after)
 	return uo.GetResourceVersion(), nil
+}
+
+// sight feeds the time-to-first-Ready metrics one sighting of an owner
+// object, with its conditions as they are.
+func (o *Owner) sight(obj metav1.Object, conds []metav1.Condition) {
+	o.g.firstReady.Observe(o.resource(), obj, meta.FindStatusCondition(conds, wgreadiness.ConditionReady))
+}
+
+// sightAny is sight for an object of the owner informer's.
+func (o *Owner) sightAny(x any) {
+	m, err := meta.Accessor(x)
+	ro, ok := x.(runtime.Object)
+	if err != nil || !ok {
+		return
+	}
+	u, err := toUnstructured(ro)
+	if err != nil {
+		return
+	}
+	if conds, _, err := readStatus(u); err == nil {
+		o.sight(m, conds)
+	}
+}
+
+// resource is the owner kind's resource, the metrics' label: from the
+// RESTMapper, or the kind's when it cannot say.
+func (o *Owner) resource() schema.GroupResource {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.gr.Empty() {
+		return o.gr
+	}
+	if m := o.cfg.RESTMapper; m != nil {
+		if mapping, err := m.RESTMapping(o.gvk.GroupKind(), o.gvk.Version); err == nil {
+			o.gr = mapping.Resource.GroupResource()
+			o.g.firstReady.AddResource(o.gr)
+			return o.gr
+		}
+	}
+	return schema.GroupResource{Group: o.gvk.Group, Resource: o.gvk.Kind}
 }
 
 // changed is the accumulator's OnChange: it queues the owner for the
@@ -438,12 +484,14 @@ func (o *Owner) followOwners(ctx context.Context) {
 	}
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(x any) {
+			o.sightAny(x)
 			if k, ok := key(x); ok {
 				o.track(k)
 				o.changed(k)
 			}
 		},
 		UpdateFunc: func(before, after any) {
+			o.sightAny(after)
 			b, errB := meta.Accessor(before)
 			a, errA := meta.Accessor(after)
 			if errA == nil && errB == nil && a.GetGeneration() != b.GetGeneration() {
@@ -453,6 +501,12 @@ func (o *Owner) followOwners(ctx context.Context) {
 			}
 		},
 		DeleteFunc: func(x any) {
+			if d, ok := x.(toolscache.DeletedFinalStateUnknown); ok {
+				x = d.Obj
+			}
+			if m, err := meta.Accessor(x); err == nil {
+				o.g.firstReady.Delete(m.GetUID())
+			}
 			if k, ok := key(x); ok {
 				o.acc.RemoveOwner(k)
 				o.mu.Lock()

@@ -252,7 +252,7 @@ func TestStandbyWriterReportsKindNotServed(t *testing.T) {
 			t.Errorf("served again and reconciled: Stalled = %s, want absent", s)
 		}
 		rv := f.guestbook(t).ResourceVersion
-		f.grade.StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseBlocked, Reason: wgwatch.ReasonForbidden, NeedsHuman: true})
+		f.grade.Observer().StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseBlocked, Reason: wgwatch.ReasonForbidden, NeedsHuman: true})
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if got := f.guestbook(t).ResourceVersion; got != rv {
@@ -451,4 +451,53 @@ func TestMetricsOnTheManagersRegistry(t *testing.T) {
 		}
 	}
 	t.Error("controller-runtime's registry has no watchgrade_watch_streams")
+}
+
+// The Owner feeds the time-to-first-Ready histogram with every sighting:
+// one observation for the Guestbook's first Ready=True, none for the
+// reconciles after it.
+func TestOwnerObservesFirstReady(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	created := metav1.NewTime(time.Now().Truncate(time.Second))
+	gb := &Guestbook{ObjectMeta: metav1.ObjectMeta{Name: gbKey.Name, Namespace: gbKey.Namespace, Generation: 1, UID: "gb-1", CreationTimestamp: created}}
+	c := fake.NewClientBuilder().WithScheme(newScheme()).WithObjects(gb).WithStatusSubresource(gb).Build()
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, Recorder: events.NewFakeRecorder(10)}, &Guestbook{}, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &GuestbookReconciler{Client: c, Readiness: owner}
+	reconcile := func() {
+		t.Helper()
+		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: gbKey}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile() // the stream has not reported: Ready=Unknown
+	grade.Observer().StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseStreaming, Reason: wgwatch.ReasonWatching})
+	reconcile()
+	reconcile()
+	count := func() uint64 {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "watchgrade_time_to_first_ready_seconds" {
+				var n uint64
+				for _, m := range f.GetMetric() {
+					n += m.GetHistogram().GetSampleCount()
+				}
+				return n
+			}
+		}
+		t.Fatal("no watchgrade_time_to_first_ready_seconds in the registry")
+		return 0
+	}
+	if n := count(); n != 1 {
+		t.Errorf("time_to_first_ready observations = %d, want 1", n)
+	}
 }
