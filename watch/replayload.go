@@ -2,7 +2,6 @@ package watch
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,13 +15,15 @@ const DefaultReplaySpread = time.Second
 
 // replaySpread returns how long to wait before a replay that a verdict
 // asked for after d: d, or if d is zero a random wait in
-// [ReplaySpread/2, 3·ReplaySpread/2).
+// [ReplaySpread/2, 3·ReplaySpread/2), drawn from the stream's source of
+// jitter like every other random wait, so that a seeded stream replays its
+// history exactly.
 func (s *Stream) replaySpread(d time.Duration) time.Duration {
 	j := s.opts.ReplaySpread
 	if d > 0 || j <= 0 {
 		return d
 	}
-	return j/2 + time.Duration(rand.Int64N(int64(j)))
+	return j/2 + time.Duration(s.rand()*float64(j))
 }
 
 // noteReplayCause is called when a session's ending makes the stream
