@@ -11,9 +11,9 @@ E2E_LOG  ?= $(CURDIR)/e2e.log
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: test check-format vet unit judge pipeline fuzz fuzz-pipeline e2e examples kubebuilder monitoring monitoring-capture bench stress
+.PHONY: test check-format vet api api-snapshot release unit judge pipeline fuzz fuzz-pipeline e2e examples kubebuilder monitoring monitoring-capture bench stress
 
-test: check-format vet e2e examples kubebuilder monitoring unit judge pipeline fuzz
+test: check-format vet api release e2e examples kubebuilder monitoring unit judge pipeline fuzz
 
 check-format:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -23,6 +23,33 @@ vet:
 	cd internal/e2e && $(GO) vet ./...
 	cd examples && $(GO) vet ./...
 	cd examples/wgctrl && $(GO) vet ./...
+
+# Releases (internal/e2e/release; how to cut one: the header of
+# examples/wgctrl/CHANGELOG.md, which records them). No tag need exist.
+# api: each released module's API compared with its snapshot as released
+# (apidiff; before v1 an incompatible change must be named under
+# Unreleased, from v1 on none is allowed), and wgctrl requiring the root
+# module at its released version; about a second. api-snapshot (not part
+# of `test`, a step of a release) writes the snapshots. release: the
+# commit RELEASE_REV (HEAD) published to a local file GOPROXY as the tags
+# would publish it, then each `go get` line of the README run as it is in
+# a fresh module with no replace directive and a program built over it
+# (one "e2e: release" line each); about 10 s warm, the module and build
+# caches shared. RELEASE_FLAGS=-release.worktree publishes the work tree
+# as it would be committed instead.
+RELEASE_REV   ?= HEAD
+RELEASE_FLAGS ?=
+
+api:
+	cd internal/e2e && $(GO) test -count=1 -v -run '^Test(APICompatible|ChangelogNamesTheModules|ParseChangelog|CheckAPI|APISnapshotRoundTrip)$$' ./release/ 2>&1 | \
+		grep -E '^(api:|--- FAIL|    --- FAIL|FAIL|ok )|_test\.go:[0-9]+:'
+
+api-snapshot:
+	cd internal/e2e && $(GO) test -count=1 -v -run '^TestAPICompatible$$' ./release/ -api.write 2>&1 | grep -E '^(api:|--- |FAIL|ok )|_test\.go:[0-9]+:'
+
+release:
+	cd internal/e2e && $(GO) test -count=1 -v -timeout 20m -run '^TestGoGet$$' ./release/ -release.rev=$(RELEASE_REV) $(RELEASE_FLAGS) 2>&1 | \
+		grep -E '^(e2e:|--- |    --- |FAIL|ok )|_test\.go:[0-9]+:'
 
 # The race detector is on for every unit test, examples included.
 unit:

@@ -2,16 +2,16 @@ module github.com/watchgrade/watchgrade/examples/wgctrl
 
 go 1.26.0
 
-// The root module is not published under a version yet: in this repository
-// the integration builds against the checkout it sits in. A replace in a
-// dependency's go.mod never applies to the modules that require it, so a
-// user's go.mod needs none of this.
+// Users get the root module at the release required below (a replace in a
+// dependency's go.mod never reaches the modules that require it, its
+// require does); in this repository the integration builds against the
+// checkout it sits in. Releasing: examples/wgctrl/CHANGELOG.md.
 replace github.com/watchgrade/watchgrade => ../..
 
 require (
 	github.com/go-logr/logr v1.4.3
 	github.com/prometheus/client_golang v1.25.0
-	github.com/watchgrade/watchgrade v0.0.0-00010101000000-000000000000
+	github.com/watchgrade/watchgrade v0.1.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2

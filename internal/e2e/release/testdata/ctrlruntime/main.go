@@ -1,0 +1,125 @@
+// Command ctrlruntime is the README's controller-runtime quick start as a
+// whole program: TestGoGet builds it in a fresh module after running the
+// README's `go get github.com/watchgrade/watchgrade/examples/wgctrl@latest`.
+// The quick start does not compile alone (it names a kubebuilder project's
+// Guestbook type and reconciler); around its lines, as the README has
+// them, is the least of a scaffold that compiles.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/watchgrade/watchgrade/examples/wgctrl"
+)
+
+// Guestbook is the owner kind, as kubebuilder scaffolds it, with
+// status.observedGeneration added.
+type Guestbook struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Status            GuestbookStatus `json:"status,omitempty"`
+}
+
+// GuestbookStatus holds the trio and the generation it was computed for.
+type GuestbookStatus struct {
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+}
+
+// GuestbookList is a list of Guestbooks.
+type GuestbookList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Guestbook `json:"items"`
+}
+
+// DeepCopyObject makes Guestbook a runtime.Object.
+func (g *Guestbook) DeepCopyObject() runtime.Object {
+	c := *g
+	g.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	c.Status.Conditions = slices.Clone(g.Status.Conditions)
+	return &c
+}
+
+// DeepCopyObject makes GuestbookList a runtime.Object.
+func (l *GuestbookList) DeepCopyObject() runtime.Object {
+	c := *l
+	c.Items = make([]Guestbook, len(l.Items))
+	for i := range l.Items {
+		c.Items[i] = *l.Items[i].DeepCopyObject().(*Guestbook)
+	}
+	return &c
+}
+
+// GuestbookReconciler is the scaffold's reconciler with the Readiness
+// field the quick start adds.
+type GuestbookReconciler struct {
+	client.Client
+	Readiness *wgctrl.Owner
+}
+
+// Reconcile reads the Guestbook and, whatever its own steps return, writes
+// its status from the streams.
+func (r *GuestbookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	gb := &Guestbook{}
+	if err := r.Get(ctx, req.NamespacedName, gb); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	defer func() { err = errors.Join(err, r.Readiness.Status(ctx, gb)) }()
+	return ctrl.Result{}, nil
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	scheme.AddKnownTypes(schema.GroupVersion{Group: "webapp.example.com", Version: "v1"}, &Guestbook{}, &GuestbookList{})
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+
+	// The README's quick start, from here on.
+	grade, err := wgctrl.New(wgctrl.Options{WaitForHuman: true})
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, grade.ManagerOptions(ctrl.Options{Scheme: scheme}))
+	if err != nil {
+		return err
+	}
+	readiness, err := grade.Owner(mgr, &Guestbook{}, &corev1.ConfigMap{}) // the owner kind, and what it Owns and Watches
+	if err != nil {
+		return err
+	}
+	r := &GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness}
+	err = ctrl.NewControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}).
+		WatchesRawSource(readiness.Requeue()).Complete(r)
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("watches", grade.ReadyzCheck); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
