@@ -146,7 +146,8 @@ examples:
 # whose Guestbook Owns a ConfigMap, the adoption steps of
 # examples/README.md (examples/kubebuilder/adopt.patch) applied, built, and
 # run against a real kube-apiserver: its CRD missing at startup, Ready, a
-# quiet restart, the ConfigMaps denied at startup (held past
+# quiet restart, the ConfigMaps denied at startup (a restart while the
+# Guestbook is Stalled, which must write nothing, then held past
 # controller-runtime's two-minute CacheSyncTimeout) and while running, each
 # repaired. It prints one "e2e: kubebuilder ..." line per denial. About 6
 # to 8 minutes warm (8 on 2 cores shared with other builds; 4 of them the

@@ -30,6 +30,7 @@ import (
 
 	"github.com/watchgrade/watchgrade/examples/kubebuilder"
 	"github.com/watchgrade/watchgrade/internal/e2e/harness"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
 )
 
 var guestbooks = schema.GroupVersionResource{Group: "webapp.example.com", Version: "v1", Resource: "guestbooks"}
@@ -41,10 +42,13 @@ var guestbooks = schema.GroupVersionResource{Group: "webapp.example.com", Versio
 // the binary against a real kube-apiserver, as the user "guestbook-manager"
 // bound to the ClusterRole that its own RBAC markers generate. The story:
 // its CRD missing at startup, then installed; Ready; a quiet restart; the
-// ConfigMaps denied at startup, held past controller-runtime's two-minute
+// ConfigMaps denied at startup, a quiet restart while the Guestbook is
+// Stalled, the new manager held past controller-runtime's two-minute
 // CacheSyncTimeout, and repaired; denied while running and repaired. Each
-// denial must give the Guestbook Stalled and exactly one Warning, and the
-// manager must never exit by itself.
+// denial must give the Guestbook Stalled and exactly one Warning, a restart
+// that changes nothing must write nothing and record no Event (Stalled
+// stays True through the one while denied), and the manager must never
+// exit by itself.
 func TestKubebuilder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("scaffolds and builds a kubebuilder project")
@@ -148,7 +152,8 @@ func TestKubebuilder(t *testing.T) {
 	w.settle(ctx, 10*time.Second)
 	restartWrites := w.writes() - writes
 
-	// 3. ConfigMaps denied at startup, held past controller-runtime's
+	// 3. ConfigMaps denied at startup; the manager restarted while the
+	// Guestbook is Stalled; the new one held past controller-runtime's
 	// CacheSyncTimeout (two minutes), then repaired.
 	m.stop()
 	setConfigMaps(false)
@@ -159,7 +164,25 @@ func TestKubebuilder(t *testing.T) {
 		t.Fatal(err)
 	}
 	stalledAfter := time.Since(started)
+	if err := w.await(ctx, 30*time.Second, "a Warning", func(*unstructured.Unstructured) bool { return w.warnings() > warnings }); err != nil {
+		t.Fatal(err)
+	}
+
+	// The restart while Stalled: the new manager's ConfigMaps are denied
+	// too, so its workers wait, and it must keep the Stalled it finds: no
+	// write, no Event, Stalled=True throughout, from the restart to the
+	// repair. That window covers the moment its informer has seen the
+	// denial for the human grace, when a Stalled lost over the restart
+	// would be written again.
+	before := w.tally()
+	m.stop()
+	started = time.Now()
+	m.start()
+	if err := m.awaitRecurring(ctx, 2*time.Minute, "configmaps is forbidden", wgwatch.DefaultHumanGrace+time.Second); err != nil {
+		t.Fatal(err)
+	}
 	w.settle(ctx, 2*time.Minute+15*time.Second-time.Since(started))
+	held := w.tally().minus(before)
 	startupWarnings := w.warnings() - warnings
 	repaired := time.Now()
 	setConfigMaps(true)
@@ -167,8 +190,8 @@ func TestKubebuilder(t *testing.T) {
 		t.Fatal(err)
 	}
 	recoveredAfter := time.Since(repaired)
-	t.Logf("e2e: kubebuilder added_lines=%d ready_after=%s restart_writes=%d stalled_after=%s warnings=%d recovered_after=%s manager_exits=%d denial=startup missing_crd=waited",
-		kubebuilder.AddedLines(), round(readyAfter), restartWrites, round(stalledAfter), startupWarnings, round(recoveredAfter), m.exits())
+	t.Logf("e2e: kubebuilder added_lines=%d ready_after=%s restart_writes=%d stalled_writes=%d stalled_events=%d stalled_left=%d stalled_after=%s warnings=%d recovered_after=%s manager_exits=%d denial=startup missing_crd=waited",
+		kubebuilder.AddedLines(), round(readyAfter), restartWrites, held.writes, held.events, held.unstalled, round(stalledAfter), startupWarnings, round(recoveredAfter), m.exits())
 
 	// 4. ConfigMaps denied while running: RBAC is checked when a watch
 	// opens, so the connections are cut (as an apiserver's own watch
@@ -189,14 +212,18 @@ func TestKubebuilder(t *testing.T) {
 		t.Fatal(err)
 	}
 	recoveredRunning := time.Since(repaired)
-	t.Logf("e2e: kubebuilder added_lines=%d ready_after=%s restart_writes=%d stalled_after=%s warnings=%d recovered_after=%s manager_exits=%d denial=running",
-		kubebuilder.AddedLines(), round(readyAfter), restartWrites, round(stalledRunning), runningWarnings, round(recoveredRunning), m.exits())
+	t.Logf("e2e: kubebuilder added_lines=%d ready_after=%s restart_writes=%d stalled_writes=%d stalled_events=%d stalled_left=%d stalled_after=%s warnings=%d recovered_after=%s manager_exits=%d denial=running",
+		kubebuilder.AddedLines(), round(readyAfter), restartWrites, held.writes, held.events, held.unstalled, round(stalledRunning), runningWarnings, round(recoveredRunning), m.exits())
 
 	if n := kubebuilder.AddedLines(); n > 40 {
 		t.Errorf("the adoption adds %d lines of code, want at most 40", n)
 	}
 	if restartWrites != 0 {
 		t.Errorf("the restart wrote the Guestbook %d times, want 0", restartWrites)
+	}
+	if held != (tally{}) {
+		t.Errorf("the restart while Stalled wrote the Guestbook %d times, recorded %d Events, and showed it without Stalled=True %d times; want 0 each",
+			held.writes, held.events, held.unstalled)
 	}
 	if startupWarnings != 1 || runningWarnings != 1 {
 		t.Errorf("Warnings: %d for the denial at startup, %d for the one while running; want exactly 1 each", startupWarnings, runningWarnings)
@@ -396,6 +423,35 @@ func (m *manager) exits() int {
 	return m.exited
 }
 
+// awaitRecurring waits until the current manager's log shows s again at
+// least d after it first showed it: evidence that the manager's own
+// requests have met the same failure for d (each failed List or Watch of
+// an informer is logged).
+func (m *manager) awaitRecurring(ctx context.Context, timeout time.Duration, s string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var first time.Time
+	seen := 0
+	for {
+		data, _ := os.ReadFile(m.log)
+		if n := bytes.Count(data, []byte(s)); n > seen {
+			if seen == 0 {
+				first = time.Now()
+			} else if time.Since(first) >= d {
+				return nil
+			}
+			seen = n
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the manager's log does not show %s twice %s apart after %s (%d times):\n%s", s, d, timeout, seen, data)
+		case <-tick.C:
+		}
+	}
+}
+
 // awaitLog waits until the current manager's log holds s.
 func (m *manager) awaitLog(ctx context.Context, timeout time.Duration, s string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -423,11 +479,14 @@ type guestbookWatch struct {
 	lines   []string
 	latest  *unstructured.Unstructured
 	updates int
-	warned  map[string]int32 // Warning Events by name, with their counts
+	// unstalled counts the versions seen without Stalled=True.
+	unstalled int
+	warned    map[string]int32 // Warning Events by name, with their counts
+	counted   map[string]int32 // every Event by name, with its count
 }
 
 func watchGuestbooks(t *testing.T, dyn dynamic.Interface, kube kubernetes.Interface, ns string) *guestbookWatch {
-	w := &guestbookWatch{changed: make(chan struct{}), warned: map[string]int32{}}
+	w := &guestbookWatch{changed: make(chan struct{}), warned: map[string]int32{}, counted: map[string]int32{}}
 	began := time.Now()
 	df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
 	df.ForResource(guestbooks).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -447,6 +506,7 @@ func watchGuestbooks(t *testing.T, dyn dynamic.Interface, kube kubernetes.Interf
 		if e.Type == corev1.EventTypeWarning {
 			w.warned[e.Name] = max(e.Count, 1)
 		}
+		w.counted[e.Name] = max(e.Count, 1)
 		w.lines = append(w.lines, fmt.Sprintf("%6.1fs event %s %s: %s", time.Since(began).Seconds(), e.Type, e.Reason, e.Message))
 		w.notify()
 	}
@@ -470,6 +530,9 @@ func (w *guestbookWatch) record(obj any, update bool, began time.Time) {
 	defer w.mu.Unlock()
 	if update {
 		w.updates++
+	}
+	if !stalled(u) {
+		w.unstalled++
 	}
 	w.latest = u
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
@@ -505,6 +568,25 @@ func (w *guestbookWatch) warnings() int {
 		n += int(c)
 	}
 	return n
+}
+
+// tally is what the Guestbooks showed up to a moment: status writes
+// (updates), Events (repeats included), and versions without
+// Stalled=True. The difference of two is what a stretch of time showed.
+type tally struct{ writes, events, unstalled int }
+
+func (w *guestbookWatch) tally() tally {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, c := range w.counted {
+		n += int(c)
+	}
+	return tally{writes: w.updates, events: n, unstalled: w.unstalled}
+}
+
+func (a tally) minus(b tally) tally {
+	return tally{writes: a.writes - b.writes, events: a.events - b.events, unstalled: a.unstalled - b.unstalled}
 }
 
 func (w *guestbookWatch) history() string {
