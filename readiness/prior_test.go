@@ -3,6 +3,7 @@ package readiness_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -370,6 +371,14 @@ func TestRollupRestartRows(t *testing.T) {
 	stalledTwo := persisted(t, []wgwatch.State{forbidden("configmaps"), notFound("secrets")})
 	reconciling := persisted(t, []wgwatch.State{expired("secrets")}, waitingForDB)
 	stalledMany := persisted(t, []wgwatch.State{forbidden("a"), forbidden("b"), forbidden("c"), forbidden("d")})
+	// A gate's own message cut short ("…", an error text at its bound)
+	// leaves no gate out; a message cut to the roll-up's limit may.
+	cutShort := forbidden("secrets")
+	cutShort.Message = "list failed: secrets is forbidden: User cannot list resource…"
+	stalledCutShort := persisted(t, []wgwatch.State{cutShort, watching("configmaps")})
+	cutToLimit := forbidden("secrets")
+	cutToLimit.Message = strings.Repeat("x", 2*wgreadiness.DefaultMessageLimit)
+	stalledCutToLimit := persisted(t, []wgwatch.State{cutToLimit, watching("configmaps")})
 	tests := []struct {
 		name      string
 		persisted []metav1.Condition
@@ -390,6 +399,8 @@ func TestRollupRestartRows(t *testing.T) {
 		{"Stalled: the caller's gate progressing beside", stalled, []wgreadiness.Gate{unconfirmed(starting("secrets")), waitingForDB}, true},
 		{"Stalled: a stream unconfirmed but not marked a stream", stalled, []wgreadiness.Gate{mark(wgreadiness.Progressing("secrets", "Starting", "x"), true, true)}, false},
 		{"Stalled: a message of N more names every gate", stalledMany, []wgreadiness.Gate{unconfirmed(starting("z"))}, true},
+		{"Stalled: a gate's message cut short names no other gate", stalledCutShort, []wgreadiness.Gate{unconfirmed(starting("secrets")), stream(forbidden("configmaps"))}, false},
+		{"Stalled: a message cut to the limit names every gate", stalledCutToLimit, []wgreadiness.Gate{unconfirmed(starting("secrets")), stream(forbidden("configmaps"))}, true},
 
 		{"Reconciling: the named stream starting, the gate as quoted", reconciling, []wgreadiness.Gate{pending(syncing("secrets")), waitingForDB}, true},
 		{"Reconciling: the named stream starting, the gate fixed", reconciling, []wgreadiness.Gate{pending(syncing("secrets")), databaseReady}, true},

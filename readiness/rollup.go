@@ -248,11 +248,11 @@ func heldConditions(gates []Gate, existing []metav1.Condition, generation int64,
 			return nil, false
 		}
 	case ready.Status == metav1.ConditionFalse && current(stalled) && !isTrue(reconciling):
-		if prior = stalled; !holdsStalled(gates, stalled.Message) {
+		if prior = stalled; !holdsStalled(gates, stalled.Message, opts.MessageLimit) {
 			return nil, false
 		}
 	case ready.Status != metav1.ConditionTrue && current(reconciling) && !isTrue(stalled):
-		if prior = reconciling; !holdsReconciling(gates, reconciling.Message) {
+		if prior = reconciling; !holdsReconciling(gates, reconciling.Message, opts.MessageLimit) {
 			return nil, false
 		}
 	default:
@@ -298,10 +298,10 @@ func holdsReady(gates []Gate) bool {
 // names is an unconfirmed stream gate (neither healthy nor stalled yet in
 // this process), and every gate that is stalled is one it names: a stall
 // needs a human, and nothing short of health or a new cause is news.
-func holdsStalled(gates []Gate, message string) bool {
+func holdsStalled(gates []Gate, message string, limit int) bool {
 	waiting := false
 	for _, g := range gates {
-		named := namedIn(message, g.Name)
+		named := namedIn(message, g.Name, limit)
 		switch {
 		case g.Level.normal() == LevelStalled:
 			if !named {
@@ -322,7 +322,7 @@ func holdsStalled(gates []Gate, message string) bool {
 // reported, or not yet confirmed either way. A stall, a gate progressing
 // that the conditions do not name, and every gate they name established
 // are news.
-func holdsReconciling(gates []Gate, message string) bool {
+func holdsReconciling(gates []Gate, message string, limit int) bool {
 	starting, named := false, false
 	for _, g := range gates {
 		switch lv := g.Level.normal(); {
@@ -331,8 +331,8 @@ func holdsReconciling(gates []Gate, message string) bool {
 		case lv == LevelEstablished:
 		case g.Stream && g.Unconfirmed && startingReason(g.Reason):
 			starting = true
-			named = named || namedIn(message, g.Name)
-		case namedIn(message, g.Name):
+			named = named || namedIn(message, g.Name, limit)
+		case namedIn(message, g.Name, limit):
 			named = true
 		default:
 			return false
@@ -343,7 +343,7 @@ func holdsReconciling(gates []Gate, message string) bool {
 
 // holdsStreams: a persisted streams condition stands over a restart, see
 // streamsCondition.
-func holdsStreams(streams []Gate, c metav1.Condition) bool {
+func holdsStreams(streams []Gate, c metav1.Condition, limit int) bool {
 	switch c.Status {
 	case metav1.ConditionTrue:
 		return holdsReady(streams)
@@ -353,7 +353,7 @@ func holdsStreams(streams []Gate, c metav1.Condition) bool {
 	}
 	waiting := false
 	for _, g := range streams {
-		named := namedIn(c.Message, g.Name)
+		named := namedIn(c.Message, g.Name, limit)
 		switch {
 		case g.Level.normal() == LevelEstablished:
 		case g.Unconfirmed && g.Level.normal() != LevelStalled:
@@ -371,13 +371,13 @@ func startingReason(reason string) bool {
 	return reason == string(watch.ReasonStarting) || reason == string(watch.ReasonInitialSync)
 }
 
-// namedIn reports whether a message that [Rollup] wrote names the gate
-// called name: one of its parts ("name: message; …") is that gate's. A
-// message that does not list every gate (it ends with "… and N more", or
-// was cut) may name any.
-func namedIn(message, name string) bool {
+// namedIn reports whether a message that [Rollup] wrote, within limit
+// bytes, names the gate called name: one of its parts ("name: message;
+// …") is that gate's. A message that does not list every gate (it ends
+// with "… and N more", or was cut to its limit) may name any.
+func namedIn(message, name string, limit int) bool {
 	name = oneLine(name)
-	if name == "" || incomplete(message) {
+	if name == "" || incomplete(message, limit) {
 		return true
 	}
 	return message == name || strings.HasPrefix(message, name+": ") || strings.HasPrefix(message, name+"; ") ||
@@ -386,13 +386,13 @@ func namedIn(message, name string) bool {
 }
 
 // incomplete reports whether a message leaves gates out: it ends with
-// "… and N more", or was cut to its limit.
-func incomplete(message string) bool {
-	if strings.HasSuffix(message, "…") {
+// "… and N more", or it was cut to its limit (a gate's own message that
+// ends with "…", an error text cut short, leaves none out).
+func incomplete(message string, limit int) bool {
+	if i := strings.LastIndex(message, " … and "); i >= 0 && strings.HasSuffix(message, " more") {
 		return true
 	}
-	i := strings.LastIndex(message, " … and ")
-	return i >= 0 && strings.HasSuffix(message, " more")
+	return strings.HasSuffix(message, "…") && len(message) >= limit
 }
 
 // EverEstablished reports whether an owner with these persisted conditions
@@ -506,7 +506,7 @@ func streamsCondition(gates []Gate, existing []metav1.Condition, generation int6
 			streams = append(streams, g)
 		}
 	}
-	if prev := meta.FindStatusCondition(existing, opts.StreamsCondition); prev != nil && prev.ObservedGeneration == generation && holdsStreams(streams, *prev) {
+	if prev := meta.FindStatusCondition(existing, opts.StreamsCondition); prev != nil && prev.ObservedGeneration == generation && holdsStreams(streams, *prev, opts.MessageLimit) {
 		prev := *prev
 		prev.LastTransitionTime = metav1.Time{}
 		return prev
