@@ -323,6 +323,42 @@ func TestStreamWatchListRefusedInStreamLists(t *testing.T) {
 	}
 }
 
+// A 410 as the first event of a watch-list (what a server answers a
+// replay asked not older than a cursor its watch cache no longer holds) is
+// an expiry, graded as a 410 is wherever it is seen: a session ending
+// reported as expired, and a replay again, never a LIST taken as a refusal.
+func TestStreamWatchListExpiredInStreamIsGraded(t *testing.T) {
+	for _, err := range []error{watchtest.Expired(), watchtest.Gone()} {
+		t.Run(err.Error(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lw := watchtest.New(
+					watchtest.Session{Events: []apiwatch.Event{watchtest.ErrorEvent(err)}},
+					watchtest.Session{Hang: true, Events: []apiwatch.Event{watchtest.Added(watchtest.ConfigMap("a", "3")), watchtest.InitialEventsEnd("4")}},
+				)
+				lw.AddLists(watchtest.List{ResourceVersion: "4", Objects: []runtime.Object{watchtest.ConfigMap("a", "3")}})
+				p := newProbe()
+				stop := runStream(t, newStream(t, lw, p, wgwatch.StreamOptions{CursorCheck: -1}))
+				time.Sleep(time.Minute)
+				stop()
+				if diff := cmp.Diff([]string{"watch-list", "watch-list"}, watchCallsOf(lw)); diff != "" {
+					t.Errorf("calls (-want +got):\n%s", diff)
+				}
+				c := p.counts()
+				if len(c.endings) == 0 || c.endings[0].v.Verdict.Outcome != wgwatch.OutcomeExpired || c.endings[0].v.Stage != wgwatch.StageReplay ||
+					c.endings[0].v.Verdict.Next != wgwatch.NextReplay {
+					t.Errorf("endings = %+v, want the first an expiry of the replay, replayed again", c.endings)
+				}
+				if c.snapshots != 1 {
+					t.Errorf("%d snapshots, want 1", c.snapshots)
+				}
+				if st := s0(p); st.Phase != wgwatch.PhaseStreaming {
+					t.Errorf("state = %s/%s, want Streaming", st.Phase, st.Reason)
+				}
+			})
+		})
+	}
+}
+
 // watchCallsOf is watchCalls of the external test package.
 func watchCallsOf(lw *watchtest.ListerWatcher) []string {
 	var out []string

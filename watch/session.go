@@ -198,9 +198,15 @@ func refusesWatchList(err error) bool {
 }
 
 // refusesInStream reports whether err, the first thing a watch-list sent,
-// is a refusal to list that way rather than a reason to wait: anything but
-// a 429, which a LIST would get too.
+// is a refusal to list that way rather than an ending to grade: anything
+// but a 429, which a LIST would get too, and an expiry (410), which is
+// graded the same wherever it is seen: a replay asked not older than a
+// cursor that the watch cache no longer holds is answered so, and the
+// next replay asks for the latest.
 func refusesInStream(err error) bool {
+	if class, reason := Classify(err); class == ClassExpired && reason == ReasonExpiredResourceVersion {
+		return false
+	}
 	return !apierrors.IsTooManyRequests(err)
 }
 
