@@ -25,13 +25,13 @@ type AccumulatorOptions struct {
 	// OnChange is called with an owner's key each time its verdict (the
 	// conditions Rollup decides from its gates) changes, including when an
 	// owner is first tracked, and when the start grace or the not-ready
-	// hold of a stream it tracks ends, so the controller can requeue it. Calls come one at a
-	// time, from a goroutine of the accumulator's, never from the goroutine
-	// that caused the change; an owner whose call is already waiting is not
-	// queued twice. Owners affected by one stream's change are queued in
-	// namespace and name order. A slow OnChange delays later calls but never
-	// the observer or any other method. Handing the key to a workqueue is
-	// the intended use. Defaults to none: then the accumulator starts no
+	// hold of a stream it tracks ends, so the controller can requeue it.
+	// Calls come one at a time, from a goroutine of the accumulator's,
+	// never from the goroutine that caused the change; an owner whose call
+	// is already waiting is not queued twice. Owners affected by one
+	// stream's change are queued in namespace and name order. A slow
+	// OnChange delays later calls but never the observer or any other
+	// method. Handing the key to a workqueue is the intended use. Defaults to none: then the accumulator starts no
 	// goroutine and no timer at all, and only Apply and Gates are of use.
 	OnChange func(types.NamespacedName)
 	// StartGrace is how long a stream may take to be established after the

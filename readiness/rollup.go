@@ -189,8 +189,9 @@ func (o Options) withDefaults() Options {
 //
 // existing is the owner's current conditions: Ready's status tells
 // whether the owner was ever established (see the package documentation),
-// and the trio is kept over a restart as above. Every condition returned carries generation as its
-// observedGeneration and a zero lastTransitionTime, which [Apply] fills in.
+// and the trio is kept over a restart as above. Every condition returned
+// carries generation as its observedGeneration and a zero
+// lastTransitionTime, which [Apply] fills in.
 // The conditions come in a fixed order: Ready, then Reconciling or Stalled
 // when present, then [Options.StreamsCondition] when set. A condition of
 // the trio missing from the result must be removed from the object, not
@@ -389,7 +390,7 @@ func namedIn(message, name string, limit int) bool {
 // "… and N more", or it was cut to its limit (a gate's own message that
 // ends with "…", an error text cut short, leaves none out).
 func incomplete(message string, limit int) bool {
-	if i := strings.LastIndex(message, " … and "); i >= 0 && strings.HasSuffix(message, " more") {
+	if strings.Contains(message, " … and ") && strings.HasSuffix(message, " more") {
 		return true
 	}
 	return strings.HasSuffix(message, "…") && len(message) >= limit

@@ -97,7 +97,7 @@ func (l *watchErrorLog) handle(_ context.Context, r *cache.Reflector, err error)
 	}
 	class, reason := Classify(err)
 	if errors.Is(err, io.EOF) {
-		class = ClassNone
+		class, reason = ClassNone, "" // a close, not a failed connection
 	}
 	log := l.log.WithValues("type", r.TypeDescription(), "reason", reason)
 	if class == ClassNone || class == ClassExpired {

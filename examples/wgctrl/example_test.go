@@ -98,3 +98,26 @@ func ExampleStreamName() {
 	// ConfigMap.v1
 	// Guestbook.v1.webapp.example.com
 }
+
+// ReadyzCheck is the manager's readiness probe,
+// mgr.AddReadyzCheck("watches", grade.ReadyzCheck): not ready until every
+// informer of the cache has synced once, then ready for good, a denial
+// later included (the owners' Stalled conditions report that).
+func ExampleGrader_ReadyzCheck() {
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		panic(err)
+	}
+	// What the ConfigMaps' informer reports, as the package example does.
+	observer := grade.Observer()
+	observer.StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseReplaying, Reason: wgwatch.ReasonInitialSync})
+	fmt.Println(grade.ReadyzCheck(nil))
+	observer.StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseStreaming, Reason: wgwatch.ReasonWatching})
+	fmt.Println(grade.ReadyzCheck(nil))
+	observer.StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseBlocked, Reason: wgwatch.ReasonForbidden, NeedsHuman: true})
+	fmt.Println(grade.ReadyzCheck(nil))
+	// Output:
+	// wgctrl: watchgrade/watch: not synced: ConfigMap.v1 never streamed
+	// <nil>
+	// <nil>
+}
