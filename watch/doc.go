@@ -339,6 +339,18 @@
 // live again within ReplayGrace. The reflector's own fallback from a
 // refused watch-list to a LIST is routine and reported as nothing.
 //
+// One retry is Instrument's own. For a refused connection (an apiserver
+// restarting) the reflector calls again after a backoff that doubles up
+// to 30 s, which nothing outside it can shorten: after an outage of 15 s
+// it might not look again before TransientGrace, and the informer would
+// publish Blocked for an outage that had healed. So until the trouble is
+// published, a List or watch open refused so is retried inside the call,
+// with a Stream's backoff and its look before the escalation: an outage
+// over in 20 s publishes nothing, for an informer as for a stream. The
+// requests are those the reflector would have made (the same call, to a
+// server that is not there), no more often. Once the trouble is
+// published, errors pass to the reflector as they come.
+//
 // The reflector also logs: client-go's default watch error handler logs
 // every failed list or watch at error level, so an apiserver restart
 // writes one error per informer, and a denied watch one per retry.

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
 	"k8s.io/utils/clock"
+
+	"github.com/watchgrade/watchgrade/internal/backoff"
 )
 
 // InstrumentOptions configures [Instrument]. Resource is required; the zero
@@ -37,9 +40,11 @@ type InstrumentOptions struct {
 
 // InstrumentedListerWatcher wraps the ListerWatcher an informer is built
 // from, so that every List, every watch open and every session end of that
-// informer is graded by [Grade] and reported to an [Observer]. It changes
-// nothing the informer sees: calls, results, errors and events pass through
-// as they are, and the informer keeps its own retries and relists.
+// informer is graded by [Grade] and reported to an [Observer]. Results,
+// errors and events pass through as they are, and the informer keeps its
+// own retries and relists, with one exception: a List or watch open that
+// a server not there refuses is retried inside the call until the trouble
+// is published (see the package documentation, Informers).
 //
 // Health is judged as a [Stream]'s is: a session is live once, after the
 // informer's relist (its List, or a watch-list's initial events), it has
@@ -74,6 +79,8 @@ type InstrumentedListerWatcher struct {
 	// relisted is true when the informer started a relist (a List, or a
 	// watch-list) since the last ending: the replay of the next Ending.
 	relisted bool
+	// backoff paces the calls retried for a refused connection.
+	backoff backoff.Backoff
 }
 
 var (
@@ -115,6 +122,7 @@ func Instrument(lw cache.ListerWatcher, opts InstrumentOptions) (*InstrumentedLi
 		clock:          opts.Clock,
 		idle:           true,
 		state:          State{Stream: opts.Name, Resource: opts.Resource, Phase: PhaseStarting, Reason: ReasonStarting},
+		backoff:        backoff.Backoff{Initial: DefaultInitialBackoff, Max: DefaultMaxBackoff},
 	}
 	i.esc = escalator{clock: opts.Clock, publish: i.publishLocked}
 	return i, nil
@@ -143,15 +151,19 @@ func (i *InstrumentedListerWatcher) List(options metav1.ListOptions) (runtime.Ob
 // failed List.
 func (i *InstrumentedListerWatcher) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 	i.wake(ctx)
-	if options.Continue == "" {
-		i.relist()
+	for {
+		if options.Continue == "" {
+			i.relist()
+		}
+		start := i.clock.Now()
+		obj, err := i.inner.ListWithContext(ctx, options)
+		if err == nil {
+			return obj, nil
+		}
+		if !i.again(ctx, err, i.end(ctx, result{stage: StageList, cause: CauseError, err: err}, start)) {
+			return obj, err
+		}
 	}
-	start := i.clock.Now()
-	obj, err := i.inner.ListWithContext(ctx, options)
-	if err != nil {
-		i.end(ctx, result{stage: StageList, cause: CauseError, err: err}, start)
-	}
-	return obj, err
 }
 
 // wake starts the history at the informer's first call, and after a
@@ -192,22 +204,29 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 	i.wake(ctx)
 	replay := options.SendInitialEvents != nil && *options.SendInitialEvents
 	stage := StageOpen
-	if replay {
-		stage = StageReplay
-		i.relist()
-	}
-	start := i.clock.Now()
-	w, err := i.inner.WatchWithContext(ctx, options)
-	if err == nil && w == nil {
-		err = ErrNilWatch
-	}
-	if err != nil {
+	var start time.Time
+	var w apiwatch.Interface
+	for {
+		if replay {
+			stage = StageReplay
+			i.relist()
+		}
+		start = i.clock.Now()
+		var err error
+		w, err = i.inner.WatchWithContext(ctx, options)
+		if err == nil && w == nil {
+			err = ErrNilWatch
+		}
+		if err == nil {
+			break
+		}
 		if replay && refusesWatchList(err) {
 			// The reflector lists instead: routine, and no session.
 			return nil, err
 		}
-		i.end(ctx, result{stage: stage, cause: CauseError, err: err}, start)
-		return nil, err
+		if !i.again(ctx, err, i.end(ctx, result{stage: stage, cause: CauseError, err: err}, start)) {
+			return nil, err
+		}
 	}
 	g := &gradedWatch{
 		parent: i, inner: w, ctx: ctx, start: start, replay: replay,
@@ -219,8 +238,29 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 
 var informerStreaming = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the informer is delivering live events"}
 
+// again reports whether a List or a watch open that failed with err,
+// graded v, is made again by Instrument itself, after it has waited as a
+// Stream would (its backoff, and a look before the escalation), rather
+// than handed to the reflector: while the server refuses connections and
+// the trouble is not published yet. The reflector would make the same
+// call again for that error, after a backoff of its own that doubles up
+// to 30 s and that Instrument cannot shorten: after an outage of 15 s it
+// may not look again before the transient grace is over, and the informer
+// would publish Blocked for an outage that had healed. Once the trouble is
+// published, errors go to the reflector as they come, so that its own
+// backoff and its watch error handler (the logs) take over.
+func (i *InstrumentedListerWatcher) again(ctx context.Context, err error, v Verdict) bool {
+	if v.Next == NextStop || v.Publish || !utilnet.IsConnectionRefused(err) {
+		return false
+	}
+	i.mu.Lock()
+	d := backoffWait(v, &i.backoff, 3*i.opts.Policy.ShortSession, rand.Float64)
+	i.mu.Unlock()
+	return sleep(ctx, i.clock, d)
+}
+
 // end grades one session ending and reports it.
-func (i *InstrumentedListerWatcher) end(ctx context.Context, r result, start time.Time) {
+func (i *InstrumentedListerWatcher) end(ctx context.Context, r result, start time.Time) Verdict {
 	i.mu.Lock()
 	now := i.clock.Now()
 	e := Ending{
@@ -231,6 +271,9 @@ func (i *InstrumentedListerWatcher) end(ctx context.Context, r result, start tim
 	i.relisted = false
 	i.hist.fill(&e, now, relisted)
 	v := Grade(e, i.opts.Policy)
+	if v.Healthy {
+		i.backoff.Reset()
+	}
 	if v.Next != NextStop {
 		i.hist.record(e, v, now)
 	} else {
@@ -243,13 +286,17 @@ func (i *InstrumentedListerWatcher) end(ctx context.Context, r result, start tim
 	})
 	if v.Next == NextStop {
 		i.esc.stop()
-		return
+		return v
 	}
 	i.esc.verdict(v, ctx.Done())
+	return v
 }
 
 // live publishes Streaming when a session goes live.
 func (i *InstrumentedListerWatcher) live() {
+	i.mu.Lock()
+	i.backoff.Reset()
+	i.mu.Unlock()
 	i.esc.live(informerStreaming, func() bool {
 		i.mu.Lock()
 		defer i.mu.Unlock()

@@ -1068,38 +1068,68 @@ func TestStreamsToldTheSameRetryAfterComeBackSpread(t *testing.T) {
 // a look drawn at the start of its window can come a moment too soon, one
 // run in thousands), each twice an hour apart, fifty times each with the
 // backoff's own random draws.
-func TestStreamShortOutagePublishesNothing(t *testing.T) {
-	for _, down := range []time.Duration{5 * time.Second, 8 * time.Second, 12 * time.Second, 17 * time.Second} {
-		t.Run(down.String(), func(t *testing.T) {
-			for i := range 50 {
-				synctest.Test(t, func(t *testing.T) {
-					srv := newServer(t, watchtest.ServerOptions{}, "a")
-					p := newProbe()
-					stop := runStream(t, newStream(t, srv, p, wgwatch.StreamOptions{}))
-					defer stop()
-					time.Sleep(10 * time.Second)
-					synctest.Wait()
-					if st := p.stateAt(p.now()); st.Phase != wgwatch.PhaseStreaming {
-						t.Fatalf("not Streaming before the outage:%s", p.stateLog())
-					}
-					before := len(p.counts().states)
-					// The same outage again an hour later: the look is
-					// not spent by the first.
-					for range 2 {
-						srv.SetFaults(watchtest.Faults{Refuse: true})
-						srv.CloseWatches()
-						time.Sleep(down)
-						srv.Restart()
-						srv.SetFaults(watchtest.Faults{})
-						time.Sleep(time.Hour)
-						synctest.Wait()
-					}
-					if after := p.counts().states[before:]; len(after) > 0 {
-						t.Fatalf("run %d: two %v outages published %d states, the first %s/%s at %v:%s\nendings:%s",
-							i, down, len(after), after[0].v.Phase, after[0].v.Reason, after[0].at, p.stateLog(), p.endingLog(20))
-					}
-				})
+//
+// An informer over Instrument is held to the same: the reflector's own
+// backoff (doubling to 30 s) would keep it away for up to 30 s after the
+// server is back, so Instrument retries a refused List or watch open
+// itself, with the stream's backoff and look, until the trouble is
+// published.
+func TestShortOutagePublishesNothing(t *testing.T) {
+	for _, consumer := range []string{"stream", "informer"} {
+		for _, down := range []time.Duration{5 * time.Second, 8 * time.Second, 12 * time.Second, 17 * time.Second} {
+			t.Run(consumer+"/"+down.String(), func(t *testing.T) { shortOutage(t, consumer, down) })
+		}
+	}
+}
+
+func shortOutage(t *testing.T, consumer string, down time.Duration) {
+	for i := range 50 {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newServer(t, watchtest.ServerOptions{}, "a")
+			p := newProbe()
+			var stop func()
+			if consumer == "stream" {
+				stop = runStream(t, newStream(t, srv, p, wgwatch.StreamOptions{}))
+			} else {
+				stop = runInstrumented(t, srv, p)
+			}
+			defer stop()
+			time.Sleep(10 * time.Second)
+			synctest.Wait()
+			if st := p.stateAt(p.now()); st.Phase != wgwatch.PhaseStreaming {
+				t.Fatalf("not Streaming before the outage:%s", p.stateLog())
+			}
+			before := len(p.counts().states)
+			// The same outage again an hour later: the look is
+			// not spent by the first.
+			for range 2 {
+				srv.SetFaults(watchtest.Faults{Refuse: true})
+				srv.CloseWatches()
+				time.Sleep(down)
+				srv.Restart()
+				srv.SetFaults(watchtest.Faults{})
+				time.Sleep(time.Hour)
+				synctest.Wait()
+			}
+			if after := p.counts().states[before:]; len(after) > 0 {
+				t.Fatalf("run %d: two %v outages published %d states, the first %s/%s at %v:%s\nendings:%s",
+					i, down, len(after), after[0].v.Phase, after[0].v.Reason, after[0].at, p.stateLog(), p.endingLog(20))
 			}
 		})
 	}
+}
+
+// runInstrumented runs a client-go informer over lw instrumented for p,
+// until the returned function is called.
+func runInstrumented(t *testing.T, lw cache.ListerWatcher, p *probe) func() {
+	t.Helper()
+	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{Resource: configmaps, Observer: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { inf.RunWithContext(ctx); close(done) }()
+	return func() { cancel(); <-done }
 }

@@ -439,56 +439,17 @@ func (s *Stream) Run(ctx context.Context) error {
 	return nil
 }
 
-// wait sleeps as the verdict says, and before a replay as long as the
-// replay limit says, and reports whether ctx is still live.
+// wait sleeps as the verdict says ([backoffWait]), and before a replay as
+// long as the replay limit says, and reports whether ctx is still live.
+// The look before an escalation leaves time for what a resume answered 410
+// takes at most: a replay's spread, the replay, ShortSession.
 func (s *Stream) wait(ctx context.Context, v Verdict) bool {
-	var d time.Duration
-	switch v.Wait {
-	case WaitBackoff:
-		d = s.beforeEscalation(s.backoff.Next(v.RetryAfter, false), v)
-	case WaitSlow:
-		d = s.backoff.Next(v.RetryAfter, true)
-	default:
-		d = min(v.RetryAfter, backoff.MaxRetryAfter)
-	}
+	lead := 3*s.opts.Policy.ShortSession + 2*max(s.opts.ReplaySpread, 0)
+	d := backoffWait(v, &s.backoff, lead, s.rand)
 	if v.Next == NextReplay {
 		return s.waitReplay(ctx, s.replaySpread(d))
 	}
-	return s.sleep(ctx, d)
-}
-
-// beforeEscalation shortens a backoff wait d that would outlast the
-// verdict's next escalation: the stream tries again before it publishes,
-// early enough to go live by then. Backoff doubles with every failure, so
-// after an outage of a few seconds (an apiserver restarting) the next wait
-// could be drawn from up to a minute: the stream would sit out the
-// transient grace while the server was back, and publish Blocked for an
-// outage that had healed (at the defaults, one outage of 8 s in 35).
-//
-// The time it leaves to go live, lead, is what a resume answered 410 takes
-// at most (a replay's spread, the replay, ShortSession): 5 s at the
-// defaults. A wait that would end later than lead before the escalation
-// is drawn again from the lead before that (the server's Retry-After
-// kept), so that streams in trouble since the same moment do not come
-// back in the same instant: from 20 to 25 s into the trouble at the
-// defaults, and an outage over before 20 s publishes nothing. A stream whose
-// look fails backs off as before: one request more per escalation (before
-// Blocked, and before NeedsHuman at ProgressDeadline).
-func (s *Stream) beforeEscalation(d time.Duration, v Verdict) time.Duration {
-	if len(v.Escalations) == 0 {
-		return d
-	}
-	p := s.opts.Policy
-	lead := 3*p.ShortSession + 2*max(s.opts.ReplaySpread, 0)
-	latest := v.Escalations[0].After - lead
-	if d <= latest || latest <= lead || latest < v.RetryAfter {
-		// In time; or the look is due now, or was taken: draws from
-		// what little is left would come ever closer to the escalation,
-		// and never reach it.
-		return d
-	}
-	earliest := max(latest-lead, v.RetryAfter)
-	return earliest + time.Duration(s.rand()*float64(latest-earliest))
+	return sleep(ctx, s.clock, d)
 }
 
 // waitReplay sleeps at least d before a replay, longer if the replay limit
@@ -498,7 +459,7 @@ func (s *Stream) waitReplay(ctx context.Context, d time.Duration) bool {
 	if tokens := s.replays.TokensAt(now); tokens < 1 {
 		d = max(d, time.Duration((1-tokens)/float64(s.replays.Limit())*float64(time.Second)))
 	}
-	return s.sleep(ctx, d)
+	return sleep(ctx, s.clock, d)
 }
 
 // replayDone takes from the limit a replay the server served (a LIST that
@@ -510,11 +471,12 @@ func (s *Stream) replayDone(r result) {
 	}
 }
 
-func (s *Stream) sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits d on c, and reports whether ctx is still live.
+func sleep(ctx context.Context, c clock.Clock, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
-	t := s.clock.NewTimer(d)
+	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
