@@ -295,8 +295,13 @@ type Escalation struct {
 // [Verdict.Escalations], which a stream publishes on a timer if it has not
 // gone live by then (after an expiry: Replaying at ReplayGrace from the
 // expiry, or at TransientGrace from the last live session if that comes
-// first, then the deadline). A short close is one that came before the session went live;
-// its reason is [ReasonFlapping]. A handler error takes the class of the
+// first, then the deadline). A 410 is graded by what it answered, never by
+// its shape (HTTP 410 on the open; an ERROR event, reason Expired or Gone,
+// first or later in a session or in a watch-list; a LIST page whose
+// continue token expired): each shape makes the same Ending, so a resume
+// answered 410 replays at once and a replay answered 410 replays after a
+// backoff, for a stream and an instrumented informer alike. A short close is one that
+// came before the session went live; its reason is [ReasonFlapping]. A handler error takes the class of the
 // error it returned ([Classify]), so a handler that reports a Forbidden
 // from its own API call needs a human too.
 //
