@@ -115,10 +115,12 @@
 //
 // Owners depend on the streams of the kinds passed to [Grader.Owner]; you
 // never write those names. Per-object dependencies (an informer Reconcile
-// asks the cache for, say) go through [Owner.Track], which gives the owner a
-// Stalled gate with reason [ReasonUnknownStream] for a name no informer of
-// the cache has: a misspelt name is a Warning, not a Reconciling that never
-// ends.
+// asks the cache for, say) go through [Owner.Track], named by [StreamName]
+// from the informer's kind (a controller that knows a resource maps it to
+// its kind with the manager's RESTMapper, as examples/ctrlruntime does),
+// which gives the owner a Stalled gate with reason [ReasonUnknownStream]
+// for a name no informer of the cache has: a misspelt name is a Warning,
+// not a Reconciling that never ends.
 //
 // # Metrics
 //

@@ -310,12 +310,16 @@ func (g *Grader) identify(obj runtime.Object) (string, schema.GroupResource, err
 // its version and its group, dot-separated as kubectl accepts them
 // ("ConfigMap.v1", "Deployment.v1.apps", "Guestbook.v1.webapp.example.com").
 // It is made from the kind alone, so a kind whose CRD is not installed yet
-// has its name too.
+// has its name too, and a controller that knows a resource rather than a
+// kind (a GroupVersionResource from a spec, say) finds the name from the
+// kind its RESTMapper maps the resource to (RESTMapper.KindFor).
 //
 // The cache keeps one informer per kind and representation. The informer of
 // typed objects, or of unstructured ones for a kind the scheme has no Go
-// type for, carries the plain name; the others are suffixed
-// " (unstructured)" or " (metadata)", so that two never share a name.
+// type for, carries this name; the others carry it suffixed
+// " (unstructured)" (unstructured objects of a kind the scheme has a Go
+// type for) or " (metadata)" (metav1.PartialObjectMetadata, as
+// builder.OnlyMetadata watches), so that two never share a name.
 func StreamName(gvk schema.GroupVersionKind) string {
 	name := gvk.Kind + "." + gvk.Version
 	if gvk.Group != "" {
@@ -324,10 +328,10 @@ func StreamName(gvk schema.GroupVersionKind) string {
 	return name
 }
 
-// StreamName returns the stream name of the cache's informer for obj, as
+// streamName returns the stream name of the cache's informer for obj, as
 // the cache would make it: obj's kind from the manager's scheme, and its
 // representation (typed, unstructured, or metadata-only).
-func (g *Grader) StreamName(obj runtime.Object) (string, error) {
+func (g *Grader) streamName(obj runtime.Object) (string, error) {
 	g.mu.Lock()
 	scheme := g.scheme
 	g.mu.Unlock()

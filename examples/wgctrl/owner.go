@@ -186,7 +186,7 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 		if err != nil {
 			return nil, fmt.Errorf("wgctrl: %w", err)
 		}
-		name, err := g.StreamName(d)
+		name, err := g.streamName(d)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,9 @@ package wgctrl_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -271,10 +275,7 @@ func TestTrackUnknownStream(t *testing.T) {
 		t.Errorf("Stalled = %s (%s), want True (%s)", s, r, wgctrl.ReasonUnknownStream)
 	}
 	f.grade.NewInformer(watchtest.New(), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
-	name, err := f.grade.StreamName(&corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	name := wgctrl.StreamName(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	f.owner.Track(gbKey, name)
 	f.reconcile(t)
 	gb := f.guestbook(t)
@@ -378,6 +379,108 @@ func TestManagerOptions(t *testing.T) {
 	if a.Metrics() != b.Metrics() {
 		t.Error("the second Grader did not reuse the registered metrics")
 	}
+}
+
+// Every informer of the cache is named by StreamName from its kind; an
+// informer of another representation than the one the cache makes by
+// default for the kind carries a suffix, so that two never share a name,
+// and an Owner whose controller watches metadata only depends on that
+// informer's name. The metrics are labelled with the resource the
+// manager's RESTMapper maps the kind to.
+func TestStreamNamesOfInformers(t *testing.T) {
+	cm := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	widget := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(cm, meta.RESTScopeNamespace)
+	mapper.Add(widget, meta.RESTScopeNamespace)
+	obs := &states{}
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry(), Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := grade.ManagerOptions(manager.Options{Scheme: newScheme(),
+		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil }})
+	if _, err := o.MapperProvider(nil, nil); err != nil { // as manager.New calls it
+		t.Fatal(err)
+	}
+	unstructuredCM := &unstructured.Unstructured{}
+	unstructuredCM.SetGroupVersionKind(cm)
+	metadataCM := &metav1.PartialObjectMetadata{}
+	metadataCM.SetGroupVersionKind(cm)
+	metadataCMs := &metav1.PartialObjectMetadataList{}
+	metadataCMs.SetGroupVersionKind(cm)
+	unstructuredWidget := &unstructured.Unstructured{}
+	unstructuredWidget.SetGroupVersionKind(widget)
+	for _, tc := range []struct {
+		obj  runtime.Object
+		want string
+	}{
+		{&corev1.ConfigMap{}, "ConfigMap.v1"},
+		{unstructuredCM, "ConfigMap.v1 (unstructured)"},
+		{metadataCM, "ConfigMap.v1 (metadata)"},
+		{metadataCMs, "ConfigMap.v1 (metadata)"},
+		{unstructuredWidget, "Widget.v1.example.com"}, // no Go type: the plain name
+	} {
+		inf := o.Cache.NewInformer(watchtest.New(watchtest.Session{Hang: true}), tc.obj, 0, toolscache.Indexers{})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); inf.RunWithContext(ctx) }()
+		if err := obs.await(tc.want); err != nil {
+			t.Errorf("%T: %v", tc.obj, err)
+		}
+		cancel()
+		<-done
+	}
+	if s, ok := obs.get("ConfigMap.v1 (metadata)"); ok && s.Resource != (schema.GroupResource{Resource: "configmaps"}) {
+		t.Errorf("the metadata informer's resource = %v, want configmaps", s.Resource)
+	}
+	if s, ok := obs.get("Widget.v1.example.com"); ok && s.Resource != (schema.GroupResource{Group: "example.com", Resource: "widgets"}) {
+		t.Errorf("the Widget informer's resource = %v, want widgets.example.com", s.Resource)
+	}
+	c := fake.NewClientBuilder().WithScheme(newScheme()).Build()
+	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, Recorder: events.NewFakeRecorder(1)}, &Guestbook{}, &corev1.ConfigMap{}, metadataCM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := owner.Streams(), []string{"ConfigMap.v1", "ConfigMap.v1 (metadata)"}; !slices.Equal(got, want) {
+		t.Errorf("Owner.Streams() = %q, want %q", got, want)
+	}
+}
+
+// states keeps the last state of each stream an Observer is told about.
+type states struct {
+	mu   sync.Mutex
+	last map[string]wgwatch.State
+}
+
+func (s *states) StateChanged(st wgwatch.State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		s.last = map[string]wgwatch.State{}
+	}
+	s.last[st.Stream] = st
+}
+
+func (*states) SessionEnded(wgwatch.SessionEnd) {}
+
+func (s *states) get(stream string) (wgwatch.State, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.last[stream]
+	return st, ok
+}
+
+// await waits up to ten seconds for a state of stream.
+func (s *states) await(stream string) error {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, ok := s.get(stream); ok {
+			return nil
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Errorf("no state of %q; streams seen: %v", stream, slices.Sorted(maps.Keys(s.last)))
 }
 
 // A reconciler built without an Owner (kubebuilder's scaffolded controller
