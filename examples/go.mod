@@ -4,6 +4,7 @@ go 1.26.0
 
 replace (
 	github.com/watchgrade/watchgrade => ..
+	github.com/watchgrade/watchgrade/examples/wgctrl => ./wgctrl
 	github.com/watchgrade/watchgrade/internal/e2e => ../internal/e2e
 )
 
@@ -49,7 +50,8 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/prometheus/prometheus v0.314.0
-	github.com/watchgrade/watchgrade v0.0.0-00010101000000-000000000000
+	github.com/watchgrade/watchgrade v0.1.0
+	github.com/watchgrade/watchgrade/examples/wgctrl v0.0.0-00010101000000-000000000000
 	github.com/watchgrade/watchgrade/internal/e2e v0.0.0-00010101000000-000000000000
 	github.com/yuin/gopher-lua v1.1.2
 	go.yaml.in/yaml/v3 v3.0.5

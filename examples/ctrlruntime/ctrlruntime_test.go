@@ -3,6 +3,9 @@ package ctrlruntime
 import (
 	"context"
 	"fmt"
+	"maps"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,16 +21,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	wgevents "github.com/watchgrade/watchgrade/events"
 	"github.com/watchgrade/watchgrade/examples/watchtarget"
+	"github.com/watchgrade/watchgrade/examples/wgctrl"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
@@ -80,58 +86,55 @@ func newTestInstrumentation(t *testing.T, opts Options) *Instrumentation {
 	return in
 }
 
-func TestStreamName(t *testing.T) {
-	for gvr, want := range map[schema.GroupVersionResource]string{
-		configMapsGVR: "configmaps.v1",
-		{Group: "apps", Version: "v1", Resource: "deployments"}: "deployments.v1.apps",
-		watchtarget.Resource: TargetsStream,
-	} {
-		if got := StreamName(gvr); got != want {
-			t.Errorf("StreamName(%v) = %q, want %q", gvr, got, want)
-		}
+// The WatchTargets' informer is named as wgctrl names every informer.
+func TestTargetsStream(t *testing.T) {
+	if got := wgctrl.StreamName(watchtarget.Kind); got != TargetsStream {
+		t.Errorf("wgctrl.StreamName(%v) = %q, want TargetsStream %q", watchtarget.Kind, got, TargetsStream)
 	}
 }
 
-// The cache's hook returns a working informer whose ListerWatcher reports
-// to the accumulator, the metrics and Options.Observer under the resource's
-// stream name; informers of other representations of a kind get their own
-// names; and an informer whose kind cannot be mapped is graded all the same.
-func TestNewInformerInstruments(t *testing.T) {
+// ManagerOptions restricts the cache to the namespace and hands it wgctrl's
+// hooks; the cache's NewInformer hook then returns a working informer whose
+// states reach the WatchTargets' accumulator and Options.Observer under
+// the kind's stream name (wgctrl.StreamName), and whose metrics label is
+// the resource the manager's RESTMapper maps the kind to.
+func TestManagerOptionsFeedAccumulator(t *testing.T) {
 	scheme, err := NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}
-	unstructuredCM := &unstructured.Unstructured{}
-	unstructuredCM.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-	metadataCM := &metav1.PartialObjectMetadata{}
-	metadataCM.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	widget := &unstructured.Unstructured{}
 	widget.SetGroupVersionKind(widgetGVK)
+	mapper := testMapper()
+	mapper.Add(widgetGVK, meta.RESTScopeNamespace)
 
 	for _, tc := range []struct {
 		name     string
 		obj      runtime.Object
-		mapper   meta.RESTMapper
 		stream   string
 		resource schema.GroupResource
 	}{
-		{"typed", &corev1.ConfigMap{}, testMapper(), "configmaps.v1", configMapsGVR.GroupResource()},
-		{"unstructured", unstructuredCM, testMapper(), "configmaps.v1 (unstructured)", configMapsGVR.GroupResource()},
-		{"metadata", metadataCM, testMapper(), "configmaps.v1 (metadata)", configMapsGVR.GroupResource()},
-		{"custom resource", widget, func() meta.RESTMapper {
-			m := testMapper()
-			m.Add(widgetGVK, meta.RESTScopeNamespace)
-			return m
-		}(), "widgets.v1.example.com", widgetsGVR.GroupResource()},
-		{"unmapped", &corev1.ConfigMap{}, meta.NewDefaultRESTMapper(nil), "/v1, Kind=ConfigMap", schema.GroupResource{Resource: "ConfigMap"}},
+		{"typed", &corev1.ConfigMap{}, "ConfigMap.v1", configMapsGVR.GroupResource()},
+		{"custom resource", widget, "Widget.v1.example.com", widgetsGVR.GroupResource()},
+		{"WatchTargets", &watchtarget.WatchTarget{}, TargetsStream, watchtarget.Resource.GroupResource()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				obs := &observed{}
-				in := newTestInstrumentation(t, Options{Observer: obs})
-				in.bind(scheme, tc.mapper)
+				in := newTestInstrumentation(t, Options{Namespace: "shop", Observer: obs})
+				opts := in.ManagerOptions(manager.Options{Scheme: scheme,
+					MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil }})
+				if got := slices.Collect(maps.Keys(opts.Cache.DefaultNamespaces)); !slices.Equal(got, []string{"shop"}) {
+					t.Errorf("the cache's namespaces = %v, want [shop]", got)
+				}
+				if opts.Cache.DefaultWatchErrorHandler == nil {
+					t.Errorf("no graded watch error handler")
+				}
+				if _, err := opts.MapperProvider(nil, nil); err != nil { // as manager.New calls it
+					t.Fatal(err)
+				}
 				lw := watchtest.New(watchtest.Session{Hang: true, Events: []apiwatch.Event{initialEventsEnd(t, tc.obj, "5")}})
-				informer := in.NewInformer(lw, tc.obj, 0, toolscache.Indexers{})
+				informer := opts.Cache.NewInformer(lw, tc.obj, 0, toolscache.Indexers{})
 
 				ctx, cancel := context.WithCancel(t.Context())
 				done := make(chan struct{})
@@ -165,6 +168,10 @@ func TestNewInformerInstruments(t *testing.T) {
 				if gates := in.Accumulator().Gates(key); len(gates) != 1 || gates[0].Level != wgreadiness.LevelEstablished {
 					t.Errorf("owner's gates = %+v, want one established", gates)
 				}
+				// And the readiness probe: every informer has synced.
+				if err := in.Grader().ReadyzCheck(nil); err != nil {
+					t.Errorf("ReadyzCheck = %v, want nil once the informer streamed", err)
+				}
 			})
 		})
 	}
@@ -190,7 +197,7 @@ func TestNewInstrumentationReusesMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	a := newTestInstrumentation(t, Options{Registerer: reg})
 	b := newTestInstrumentation(t, Options{Registerer: reg})
-	if a.Metrics() != b.Metrics() {
+	if a.Grader().Metrics() != b.Grader().Metrics() {
 		t.Errorf("second Instrumentation made new metrics; want the registered ones reused")
 	}
 }
@@ -201,7 +208,7 @@ func TestAccumulatorRequeues(t *testing.T) {
 		in := newTestInstrumentation(t, Options{})
 		key := types.NamespacedName{Namespace: "ns", Name: "a"}
 		// No queue yet: dropped, and nothing blocks.
-		in.Accumulator().Track(key, "configmaps.v1")
+		in.Accumulator().Track(key, "ConfigMap.v1")
 		synctest.Wait()
 
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
@@ -209,7 +216,7 @@ func TestAccumulatorRequeues(t *testing.T) {
 		if err := in.startRequeue(t.Context(), q); err != nil {
 			t.Fatal(err)
 		}
-		in.Accumulator().StateChanged(wgwatch.State{Stream: "configmaps.v1", Phase: wgwatch.PhaseStreaming, Reason: wgwatch.ReasonWatching})
+		in.Accumulator().StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseStreaming, Reason: wgwatch.ReasonWatching})
 		synctest.Wait()
 		if q.Len() != 1 {
 			t.Fatalf("queue holds %d requests, want 1", q.Len())
@@ -341,7 +348,7 @@ func TestReconcileFollowsResource(t *testing.T) {
 		t.Errorf("observedGeneration = %d, want 1", wt.Status.ObservedGeneration)
 	}
 
-	f.r.in.acc.StateChanged(wgwatch.State{Stream: "configmaps.v1", Phase: wgwatch.PhaseStreaming, Reason: wgwatch.ReasonWatching})
+	f.r.in.acc.StateChanged(wgwatch.State{Stream: "ConfigMap.v1", Phase: wgwatch.PhaseStreaming, Reason: wgwatch.ReasonWatching})
 	_, wt = f.reconcile(t, "a")
 	if got := condition(wt, wgreadiness.ConditionReady); got != "True/Established" {
 		t.Errorf("Ready = %s, want True/Established", got)
@@ -405,8 +412,8 @@ func TestReconcileUnknownResource(t *testing.T) {
 		t.Errorf("asked for an informer of %#v, want an unstructured Widget", f.informers.objs[0])
 	}
 	key := types.NamespacedName{Namespace: "ns", Name: "a"}
-	if gates := f.r.in.acc.Gates(key); len(gates) != 1 || !gates[0].Stream || gates[0].Name != "widgets.v1.example.com" {
-		t.Errorf("gates = %+v, want the widgets stream only", gates)
+	if gates := f.r.in.acc.Gates(key); len(gates) != 1 || !gates[0].Stream || gates[0].Name != "Widget.v1.example.com" {
+		t.Errorf("gates = %+v, want the Widgets' stream only, named after the kind", gates)
 	}
 }
 

@@ -8,10 +8,9 @@
 // scaffold whose controllers use For, Owns and Watches), do not copy this
 // package: require github.com/watchgrade/watchgrade/examples/wgctrl, a module
 // of its own that needs no replace directives, and follow
-// examples/README.md. This package lives in the examples module, which
-// requires the end-to-end harness. Its streams are named after resources
-// ("configmaps.v1"); wgctrl's after kinds ("ConfigMap.v1"), so that a kind
-// whose CRD is missing has a name too.
+// examples/README.md. This package is wgctrl in a controller written by
+// hand; it lives in the examples module, which requires the end-to-end
+// harness.
 //
 // For every WatchTarget it makes sure the manager's cache runs an informer
 // for each resource the target names, and writes the kstatus trio (Ready,
@@ -22,42 +21,52 @@
 //
 // # Wiring
 //
-// Three steps, in this order (cmd/watchtarget-ctrlruntime does exactly this,
-// and [NewManager] does it for tests):
+// In this order (cmd/watchtarget-ctrlruntime does exactly this, and
+// [NewManager] does it for tests, without the probe):
 //
 //	in, err := ctrlruntime.NewInstrumentation(ctrlruntime.Options{Namespace: ns})
-//	mgrOpts := ctrl.Options{Scheme: scheme /* client-go types + WatchTarget */}
-//	in.Configure(&mgrOpts)             // before ctrl.NewManager: the cache hook
-//	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+//	mgr, err := ctrl.NewManager(cfg, in.ManagerOptions(ctrl.Options{
+//		Scheme: scheme, // client-go types + WatchTarget
+//	}))
 //	_, err = ctrlruntime.SetupWithManager(mgr, in)
+//	err = mgr.AddReadyzCheck("watches", in.Grader().ReadyzCheck)
 //	err = mgr.Start(ctx)
 //
-// [Instrumentation.Configure] must run before the manager is made: the cache
-// builds every informer through cache.Options.NewInformer, and that option
-// cannot be changed once the cache exists.
+// [Instrumentation.ManagerOptions] must run before the manager is made: the
+// cache builds every informer through cache.Options.NewInformer, and that
+// option cannot be changed once the cache exists.
 //
 // # Data flow
 //
-//	informer ──List/Watch──▶ wgwatch.Instrument ──State──▶ readiness.Accumulator
-//	(manager cache)               │                               │
-//	                              └──SessionEnd──▶ WatchMetrics   OnChange(owner)
-//	                                                              │
-//	                                   controller workqueue ◀─────┘
-//	                                              │
+//	informer ──List/Watch──▶ wgctrl.Grader ──State──▶ readiness.Accumulator
+//	(manager cache)            │ (wgwatch.Instrument)           │
+//	                           ├──▶ WatchMetrics, ReadyzCheck   OnChange(owner)
+//	                           └──▶ graded watch error log      │
+//	                                                            ▼
+//	                                                    controller workqueue
+//	                                                            │
 //	                      Reconcile: Get, Track, Apply, Status().Update, Record
 //
 // How each watchgrade piece is wired:
 //
-//   - Grading: [Instrumentation.NewInformer] is the cache's NewInformer hook.
-//     It wraps the ListerWatcher controller-runtime hands it with
-//     [wgwatch.Instrument] and builds the informer exactly as the default hook
-//     does (toolscache.NewSharedIndexInformer, same resync and indexers).
-//     Every informer of the cache is graded, the WatchTargets' own included.
-//   - Readiness: each informer reports to one [wgreadiness.Accumulator]
-//     (through [wgwatch.Observers], with the metrics and Options.Observer).
-//     Reconcile tells it which streams a WatchTarget depends on
-//     ([wgreadiness.Accumulator.Track]) and adds a gate of the target's own for
-//     each resource that cannot be followed at all
+//   - Grading, metrics, logs and the probe: a [wgctrl.Grader], the
+//     controller-runtime integration, does all of it. Its ManagerOptions
+//     sets the cache's NewInformer hook, which wraps the ListerWatcher
+//     controller-runtime hands it with [wgwatch.Instrument] and builds the
+//     informer as the default hook does, so every informer of the cache is
+//     graded, the WatchTargets' own included; it sets the cache's
+//     DefaultWatchErrorHandler to [wgwatch.WatchErrorLogger], so the
+//     reflectors' failures are logged graded (an apiserver restart logs
+//     nothing at the default verbosity, a denial one error) instead of one
+//     error per failed list or watch; the watch metrics go on
+//     Options.Registerer; and [wgctrl.Grader.ReadyzCheck] answers the
+//     readiness probe. This package has no informer hook of its own.
+//   - Readiness: the Grader hands every informer's states to one
+//     [wgreadiness.Accumulator] of this package's (wgctrl's
+//     Options.Observer, with this package's Options.Observer). Reconcile
+//     tells it which streams a WatchTarget depends on
+//     ([wgreadiness.Accumulator.Track]) and adds a gate of the target's own
+//     for each resource that cannot be followed at all
 //     ([wgreadiness.Accumulator.SetGate]).
 //   - Requeue: the accumulator's OnChange hands the owner's key straight to
 //     the controller's workqueue, through a [source.Func] the controller
@@ -70,43 +79,70 @@
 //   - Events: [wgevents.NewEventsRecorder] over the manager's events.k8s.io
 //     recorder (manager.Manager.GetEventRecorder), called only after a
 //     successful status write.
-//   - Metrics: [wgmetrics.NewWatchMetrics] on Options.Registerer, which
-//     defaults to controller-runtime's registry, so the manager's metrics
-//     server serves them. A second Instrumentation in one process (tests that
-//     build one manager after another) reuses the first set rather than
-//     failing; two managers running at once on one registry would mix
-//     their streams' states, so give each its own Options.Registerer.
+//
+// # Why a Grader and an accumulator, not a wgctrl.Owner
+//
+// [wgctrl.Owner] is made for an owner kind whose controller declares the
+// kinds it depends on when it is set up (For, Owns, Watches) and whose
+// workers wait until their caches have synced: its standby writer reports
+// an owner Stalled while those workers cannot run. A WatchTarget's
+// dependencies are resources its spec names, found at run time; Reconcile
+// asks the cache for their informers itself, without waiting for them to
+// sync, so the workers never wait on a resource a human must fix, and the
+// standby writer would have nothing to report. Worse, it could roll a
+// target up before Reconcile had told the accumulator what the target
+// follows, and a roll-up that changes the conditions makes them this
+// process's own: a target Stalled before a controller restart would lose
+// the hold that keeps its Stalled (and its one Warning) standing while its
+// streams start over. The resources that cannot be followed (not served,
+// ambiguous, cluster-scoped) are gates of this package's own, with a grace
+// and a retry of their own, which Owner.Track's single ReasonUnknownStream
+// gate could not express. So this package keeps its accumulator, fed by
+// the Grader, and writes the status itself; everything about informers,
+// metrics, logs and the probe is wgctrl's.
 //
 // # Stream names
 //
 // The accumulator and the metrics know a stream by its name, which must be
 // unique among the informers that report to them. The cache runs one informer
-// per GroupVersionKind and representation (typed, unstructured, or
-// metadata-only), covering every namespace the cache watches, and that
-// informer is shared by every WatchTarget that names the resource. So an
-// informer's stream is named after its resource and version, in kubectl's
-// fully-qualified form ([StreamName]): "configmaps.v1",
-// "deployments.v1.apps". Reconcile asks for typed objects when the manager's
-// scheme knows the kind (sharing the informer that the rest of an operator
-// reads through the cached client) and for unstructured ones otherwise; those
-// informers carry the plain name, the one WatchTargets track. An informer of
+// per kind and representation (typed, unstructured, or metadata-only),
+// covering every namespace the cache watches, and that informer is shared by
+// every WatchTarget that names the kind's resource. Its stream is named as
+// wgctrl names every informer of a cache, after the kind ([wgctrl.StreamName]):
+// "ConfigMap.v1", "Deployment.v1.apps", and [TargetsStream] for the
+// WatchTargets' own. A WatchTarget names a resource, so Reconcile maps it to
+// its kind with the manager's RESTMapper to find the name it tracks. It asks
+// for typed objects when the manager's scheme knows the kind (sharing the
+// informer that the rest of an operator reads through the cached client) and
+// for unstructured ones otherwise; both carry the plain name. An informer of
 // another representation of the same kind, which the operator's own code may
-// start, is suffixed " (unstructured)" or " (metadata)" so that it never
-// shares a name.
+// start, is suffixed " (unstructured)" or " (metadata)" by wgctrl, so that it
+// never shares a name.
 //
-// When Options.Namespace is set, Configure restricts the whole cache to that
-// namespace (cache.Options.DefaultNamespaces), so "configmaps.v1" means the
-// ConfigMaps of that namespace; otherwise it means the ConfigMaps of every
-// namespace, and a WatchTarget's Ready reflects the health of that watch. (A
-// cache restricted to several namespaces runs one informer per namespace per
-// kind; this hook cannot tell them apart, so their names would collide.
-// Extend the naming before you configure several.)
+// When Options.Namespace is set, ManagerOptions restricts the whole cache to
+// that namespace (cache.Options.DefaultNamespaces), so "ConfigMap.v1" means
+// the ConfigMaps of that namespace; otherwise it means the ConfigMaps of
+// every namespace, and a WatchTarget's Ready reflects the health of that
+// watch. (A cache restricted to several namespaces runs one informer per
+// namespace per kind, and wgctrl's names would collide: see wgctrl's
+// documentation.)
+//
+// # The readiness probe
+//
+// [wgctrl.Grader.ReadyzCheck] fails until every informer of the cache has
+// synced once, then passes for good. Here the informers include those that
+// WatchTargets name: a target naming a resource the controller may not
+// list keeps a freshly started pod from being ready until RBAC grants it
+// (the target says so, Stalled, with one Warning). Use it as the readiness
+// probe only, never for liveness: a restart never fixes RBAC.
 //
 // # Resources that cannot be followed
 //
 // A resource is looked up with the manager's RESTMapper. One that cannot be
-// followed becomes a gate of the WatchTarget's own, named after it
-// ([StreamName] of the spec's reference), with a reason saying why:
+// followed becomes a gate of the WatchTarget's own, named after the spec's
+// reference in kubectl's form resource.version.group
+// ("widgets.v1.example.com": its kind may be unknown), with a reason saying
+// why:
 //
 //   - the API server does not serve it (a typo, a CustomResourceDefinition
 //     not installed yet): Progressing with reason WaitingForResource for
@@ -122,8 +158,10 @@
 //
 // The target is looked at again every Options.UnresolvedRetry, since nothing
 // else would notice that the resource has appeared, and the gate goes away
-// once the resource resolves. None of this returns an error to
-// controller-runtime, so a bad spec never turns into a loop of error logs.
+// once the resource resolves (and the target tracks the kind's stream
+// instead). None of this returns an error to controller-runtime, so a bad
+// spec never turns into a loop of error logs; a failed discovery or
+// informer is logged at Info, since it is retried.
 //
 // Informers are asked for without waiting for them to sync
 // (cache.BlockUntilSynced(false)): an informer that RBAC forbids never syncs,
@@ -134,12 +172,13 @@
 //
 //   - The manager's informer cache replaces the clientgo package's Mirror and
 //     graded Streams: the informer lists, watches and retries on its own, and
-//     [wgwatch.Instrument] only grades what it sees. The reflector's own
+//     [wgwatch.Instrument], through wgctrl, only grades what it sees. The reflector's own
 //     backoff, not watchgrade's, decides when it retries; the grading table,
 //     the states and the metrics are the same.
 //   - One informer per kind serves every owner and every namespace the cache
 //     watches, instead of one stream per namespace and resource, hence the
-//     stream names above.
+//     stream names above ("ConfigMap.v1", where the client-go controller
+//     has "shop/configmaps.v1").
 //   - Informers are never stopped when no WatchTarget names their resource
 //     any more: the cache shares them with the rest of the operator (the
 //     WatchTargets' own informer among them), and removing one under another

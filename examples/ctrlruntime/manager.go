@@ -35,7 +35,7 @@ func NewScheme() (*runtime.Scheme, error) {
 // several managers, one after the other, in one process.
 //
 // Call Start on the manager to run the controller; the Reconciler gives
-// access to the accumulator and metrics ([Reconciler.Instrumentation]).
+// access to the accumulator and the Grader ([Reconciler.Instrumentation]).
 func NewManager(cfg *rest.Config, opts Options) (manager.Manager, *Reconciler, error) {
 	scheme, err := NewScheme()
 	if err != nil {
@@ -45,15 +45,13 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, *Reconciler, e
 	if err != nil {
 		return nil, nil, err
 	}
-	mgrOpts := manager.Options{
+	mgr, err := manager.New(cfg, in.ManagerOptions(manager.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,
 		Controller:             config.Controller{SkipNameValidation: new(true)},
-	}
-	in.Configure(&mgrOpts)
-	mgr, err := manager.New(cfg, mgrOpts)
+	}))
 	if err != nil {
 		return nil, nil, fmt.Errorf("ctrlruntime: %w", err)
 	}

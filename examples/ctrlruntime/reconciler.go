@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +25,7 @@ import (
 
 	wgevents "github.com/watchgrade/watchgrade/events"
 	"github.com/watchgrade/watchgrade/examples/watchtarget"
+	"github.com/watchgrade/watchgrade/examples/wgctrl"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
 )
 
@@ -78,8 +80,8 @@ type Reconciler struct {
 }
 
 // SetupWithManager adds the WatchTarget controller to mgr. mgr must have been
-// made with options that in configured ([Instrumentation.Configure]), and
-// with a scheme that knows WatchTarget (watchtarget.AddToScheme).
+// made with options passed through in ([Instrumentation.ManagerOptions]),
+// and with a scheme that knows WatchTarget (watchtarget.AddToScheme).
 //
 // The controller watches WatchTargets (their spec: status-only updates,
 // its own among them, are filtered out, since readiness changes arrive from
@@ -98,9 +100,6 @@ func SetupWithManager(mgr manager.Manager, in *Instrumentation) (*Reconciler, er
 	}
 	in.setUp = true
 	in.mu.Unlock()
-	// The same scheme and mapper Configure recorded, unless the caller set
-	// the NewInformer hook by hand.
-	in.bind(mgr.GetScheme(), mgr.GetRESTMapper())
 	// wgevents.Recorder records only when Ready or Stalled moves, and a
 	// Warning only when the object is Stalled: a human must act.
 	events, err := wgevents.NewEventsRecorder(mgr.GetEventRecorder(in.opts.Name), wgevents.EventsOptions{})
@@ -205,8 +204,8 @@ func (r *Reconciler) follow(ctx context.Context, key types.NamespacedName, t *wa
 	var streams []string
 	failing := map[string]unresolved{}
 	for _, ref := range t.Spec.Resources {
-		name := StreamName(ref.GVR())
-		if u := r.ensureInformer(ctx, ref.GVR()); u != nil {
+		name, u := r.ensureInformer(ctx, ref.GVR())
+		if u != nil {
 			failing[name] = *u
 			continue
 		}
@@ -239,15 +238,20 @@ func (r *Reconciler) follow(ctx context.Context, key types.NamespacedName, t *wa
 	return retry
 }
 
-// ensureInformer maps gvr with the manager's RESTMapper and asks the cache
-// for its informer, without waiting for it to sync: an informer that RBAC
-// forbids never syncs, and its stream reports that instead. It returns nil
-// when the informer runs (or will, once the cache starts), and why not
-// otherwise. Messages hold no error text, which would change from one try to
-// the next and make every reconcile a status write: errors are logged.
-func (r *Reconciler) ensureInformer(ctx context.Context, gvr schema.GroupVersionResource) *unresolved {
+// ensureInformer maps gvr to its kind with the manager's RESTMapper and asks
+// the cache for the kind's informer, without waiting for it to sync: an
+// informer that RBAC forbids never syncs, and its stream reports that
+// instead. When the informer runs (or will, once the cache starts), it
+// returns the informer's stream name (wgctrl.StreamName of the kind) and
+// nil. Otherwise it returns the name of the gate that says why, made from
+// gvr as the spec names it (refName: the kind may be unknown), and the
+// reason. Messages hold no error text, which would change from one try to
+// the next and make every reconcile a status write: errors are logged, at
+// Info, since they are retried (a discovery that fails during an apiserver
+// restart is routine).
+func (r *Reconciler) ensureInformer(ctx context.Context, gvr schema.GroupVersionResource) (string, *unresolved) {
 	log := logf.FromContext(ctx)
-	name := StreamName(gvr)
+	name := refName(gvr)
 	gvk, err := r.mapper.KindFor(gvr)
 	var mapping *meta.RESTMapping
 	if err == nil {
@@ -255,32 +259,65 @@ func (r *Reconciler) ensureInformer(ctx context.Context, gvr schema.GroupVersion
 	}
 	switch {
 	case meta.IsNoMatchError(err):
-		return &unresolved{level: wgreadiness.LevelStalled, grace: true, reason: ReasonResourceNotFound,
+		return name, &unresolved{level: wgreadiness.LevelStalled, grace: true, reason: ReasonResourceNotFound,
 			message: "the API server does not serve this resource: check spec.resources, or install the CustomResourceDefinition that defines it"}
 	case meta.IsAmbiguousError(err):
-		return &unresolved{level: wgreadiness.LevelStalled, reason: ReasonAmbiguousResource,
+		return name, &unresolved{level: wgreadiness.LevelStalled, reason: ReasonAmbiguousResource,
 			message: "this resource matches several kinds: name it by its plural, version and group"}
 	case err != nil:
-		log.Error(err, "API discovery failed", "resource", name)
-		return &unresolved{level: wgreadiness.LevelProgressing, reason: ReasonDiscoveryFailed,
+		log.Info("API discovery failed; retrying", "resource", name, "err", err)
+		return name, &unresolved{level: wgreadiness.LevelProgressing, reason: ReasonDiscoveryFailed,
 			message: "API discovery failed; retrying"}
 	}
 	if mapping.Resource != gvr {
 		// The mapper matches partial names (a singular, a missing group);
 		// the API server would not, and neither does the client-go version.
-		return &unresolved{level: wgreadiness.LevelStalled, reason: ReasonResourceNotFound,
-			message: fmt.Sprintf("the API server does not serve this resource; did you mean %s?", StreamName(mapping.Resource))}
+		return name, &unresolved{level: wgreadiness.LevelStalled, reason: ReasonResourceNotFound,
+			message: fmt.Sprintf("the API server does not serve this resource; did you mean %s?", refName(mapping.Resource))}
 	}
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
-		return &unresolved{level: wgreadiness.LevelStalled, reason: ReasonClusterScoped,
+		return name, &unresolved{level: wgreadiness.LevelStalled, reason: ReasonClusterScoped,
 			message: "this resource is cluster-scoped; a WatchTarget follows namespaced resources only"}
 	}
 	if _, err := r.informers.GetInformer(ctx, objectFor(gvk, r.scheme), cache.BlockUntilSynced(false)); err != nil {
-		log.Error(err, "cannot start informer", "resource", name)
-		return &unresolved{level: wgreadiness.LevelProgressing, reason: ReasonInformerFailed,
+		log.Info("cannot start informer; retrying", "resource", name, "err", err)
+		return name, &unresolved{level: wgreadiness.LevelProgressing, reason: ReasonInformerFailed,
 			message: "the cache cannot start its informer; retrying"}
 	}
-	return nil
+	return wgctrl.StreamName(gvk), nil
+}
+
+// refName names a resource as a WatchTarget's spec does, in kubectl's
+// fully-qualified form resource.version.group: "widgets.v1.example.com".
+// It names the gate of a resource that cannot be followed, whose kind the
+// API server may not know.
+func refName(gvr schema.GroupVersionResource) string {
+	name := gvr.Resource + "." + gvr.Version
+	if gvr.Group != "" {
+		name += "." + gvr.Group
+	}
+	return name
+}
+
+// objectFor returns the object Reconcile asks the cache for to follow gvk:
+// typed when the scheme knows the kind, so that the informer is the one the
+// rest of an operator reads through the cached client; unstructured
+// otherwise (custom resources the operator has no Go type for). Both carry
+// the kind's plain stream name (wgctrl.StreamName).
+func objectFor(gvk schema.GroupVersionKind, scheme *runtime.Scheme) client.Object {
+	if scheme.Recognizes(gvk) {
+		if obj, err := scheme.New(gvk); err == nil {
+			if co, ok := obj.(client.Object); ok {
+				// A Go type registered under several kinds needs its kind
+				// set to be told apart; for the others it changes nothing.
+				co.GetObjectKind().SetGroupVersionKind(gvk)
+				return co
+			}
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
 }
 
 // failing records which of key's resources fail now and returns since when

@@ -1,7 +1,7 @@
 // Command watchtarget-ctrlruntime runs the controller-runtime WatchTarget
-// controller (package ctrlruntime) against the cluster in the kubeconfig and
+// controller (package ctrlruntime) against the cluster in the kubeconfig,
 // serves its metrics, controller-runtime's and watchgrade's, on the
-// manager's /metrics endpoint.
+// manager's /metrics endpoint, and its readiness probe on /readyz.
 //
 //	kubectl apply -f examples/watchtarget/crd.yaml
 //	go run ./cmd/watchtarget-ctrlruntime --kubeconfig ~/.kube/config
@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -28,6 +29,7 @@ import (
 func main() {
 	namespace := flag.String("namespace", "", "only reconcile WatchTargets, and follow resources, in this namespace")
 	metricsAddr := flag.String("metrics-bind-address", ":8080", `address /metrics is served on; "0" disables it`)
+	probeAddr := flag.String("health-probe-bind-address", ":8081", `address /readyz and /healthz are served on; "0" disables them`)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -36,13 +38,13 @@ func main() {
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger) // client-go's own logs (reflectors, events) too
 
-	if err := run(*namespace, *metricsAddr); err != nil {
+	if err := run(*namespace, *metricsAddr, *probeAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "watchtarget-ctrlruntime:", err)
 		os.Exit(1)
 	}
 }
 
-func run(namespace, metricsAddr string) error {
+func run(namespace, metricsAddr, probeAddr string) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return err
@@ -58,21 +60,28 @@ func run(namespace, metricsAddr string) error {
 	if err != nil {
 		return err
 	}
-	opts := ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, in.ManagerOptions(ctrl.Options{
 		Scheme: scheme,
 		// watchgrade's metrics are on controller-runtime's registry, which
 		// this server serves.
-		Metrics: metricsserver.Options{BindAddress: metricsAddr},
-	}
-	in.Configure(&opts)
-
-	mgr, err := ctrl.NewManager(cfg, opts)
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: probeAddr,
+	}))
 	if err != nil {
 		return err
 	}
 	if _, err := ctrlruntime.SetupWithManager(mgr, in); err != nil {
 		return err
 	}
-	ctrl.Log.Info("reconciling WatchTargets", "namespace", namespace, "metrics", metricsAddr)
+	// Liveness: the process answers. Readiness: every informer of the
+	// cache has synced once (then ready for good; see the package
+	// documentation of ctrlruntime for what a denied resource does to it).
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("watches", in.Grader().ReadyzCheck); err != nil {
+		return err
+	}
+	ctrl.Log.Info("reconciling WatchTargets", "namespace", namespace, "metrics", metricsAddr, "probes", probeAddr)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
