@@ -349,7 +349,13 @@
 // over in 20 s publishes nothing, for an informer as for a stream. The
 // requests are those the reflector would have made (the same call, to a
 // server that is not there), no more often. Once the trouble is
-// published, errors pass to the reflector as they come.
+// published, errors pass to the reflector as they come. What Instrument
+// cannot shorten is the reflector's wait between its rounds: it relists
+// after every watch that ends in an error or a 410, each round after a
+// delay that grows from 0.8 s to 30 s until two minutes pass without one.
+// An informer through outages less than two minutes apart may relist
+// after a 410 late enough to publish Replaying at ReplayGrace; its cache
+// is indeed behind meanwhile.
 //
 // The reflector also logs: client-go's default watch error handler logs
 // every failed list or watch at error level, so an apiserver restart

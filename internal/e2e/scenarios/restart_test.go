@@ -3,6 +3,7 @@ package scenarios
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,4 +178,60 @@ func seenRV(p *probe, rv string) bool {
 		}
 	}
 	return false
+}
+
+// Scenario 4b: the same outages in front of a client-go informer over
+// Instrument, as most controllers watch. The reflector's own backoff
+// doubles to 30 s and would keep it away from a server that is back:
+// Instrument retries a refused call itself until the trouble is
+// published, so an outage of 5, 10 or 17 s publishes nothing, and the
+// informer's store has the write made after it. Each outage meets an
+// informer of its own: the reflector also waits between its rounds (a
+// relist after each watch that ends in an error or a 410), a delay that
+// grows with every round until two minutes pass without one, and that
+// Instrument cannot shorten (see the watch package's doc, Informers).
+func TestInformerOutage(t *testing.T) {
+	c := harness.Start(t, harness.Options{})
+	ctx := t.Context()
+	client := dynamic.NewForConfigOrDie(c.Config())
+	var downs, published []string
+	failed := 0
+	for _, down := range []time.Duration{5 * time.Second, 10 * time.Second, 17 * time.Second} {
+		p := newProbe()
+		informer, _ := runInformer(t, listWatchFor(client, configmapsGVR, ns), p)
+		p.waitFor(t, 30*time.Second, "Streaming", func() bool { return p.state().Phase == wgwatch.PhaseStreaming })
+		w := &writer{client: client, gvr: configmapsGVR, prefix: fmt.Sprintf("informer-outage-%d", down/time.Second)}
+		caughtUp := func(what string) {
+			t.Helper()
+			if err := w.step(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprint(sortedSet(w.live()))
+			p.waitFor(t, 60*time.Second, what, func() bool { return fmt.Sprint(storeNames(informer, w.prefix)) == want })
+		}
+		caughtUp("the write before the outage")
+		before := len(p.stateLog())
+		c.StopAPIServer()
+		stopped := time.Now()
+		time.Sleep(down)   // the outage itself: the time is the point
+		c.StartAPIServer() // a new apiserver: it takes a moment to start
+		back := time.Now()
+		caughtUp(fmt.Sprintf("the write after the %v outage", down))
+		// down, how long the server was gone, and how soon after it was
+		// back the informer had the write made then.
+		downs = append(downs, fmt.Sprintf("%.0fs(gone=%s,caught_up=%s)", down.Seconds(),
+			back.Sub(stopped).Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond)))
+		// Past the transient grace from the outage's start, where a
+		// Blocked for it would have been published.
+		time.Sleep(max(wgwatch.DefaultTransientGrace+5*time.Second-time.Since(stopped), 0))
+		for _, st := range p.stateLog()[before:] {
+			published = append(published, fmt.Sprintf("%.0fs:%s", down.Seconds(), st))
+		}
+		failed += p.outcomes()[wgwatch.OutcomeError]
+	}
+	fmt.Printf("e2e: informer-outage downs=%s published=%d error_endings=%d states=%v\n",
+		strings.Join(downs, ","), len(published), failed, published)
+	if len(published) != 0 {
+		t.Errorf("outages of 5, 10 and 17 s published %v, want nothing", published)
+	}
 }
