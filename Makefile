@@ -34,7 +34,8 @@ vet:
 # commit RELEASE_REV (HEAD) published to a local file GOPROXY as the tags
 # would publish it, then each `go get` line of the README run as it is in
 # a fresh module with no replace directive and a program built over it
-# (one "e2e: release" line each); about 10 s warm, the module and build
+# (one "e2e: release" line each), and each quick start's lines checked to
+# be lines of that program; about 10 s warm, the module and build
 # caches shared. RELEASE_FLAGS=-release.worktree publishes the work tree
 # as it would be committed instead.
 RELEASE_REV   ?= HEAD
@@ -48,7 +49,7 @@ api-snapshot:
 	cd internal/e2e && $(GO) test -count=1 -v -run '^TestAPICompatible$$' ./release/ -api.write 2>&1 | grep -E '^(api:|--- |FAIL|ok )|_test\.go:[0-9]+:'
 
 release:
-	cd internal/e2e && $(GO) test -count=1 -v -timeout 20m -run '^TestGoGet$$' ./release/ -release.rev=$(RELEASE_REV) $(RELEASE_FLAGS) 2>&1 | \
+	cd internal/e2e && $(GO) test -count=1 -v -timeout 20m -run '^Test(GoGet|QuickStartsAreBuilt)$$' ./release/ -release.rev=$(RELEASE_REV) $(RELEASE_FLAGS) 2>&1 | \
 		grep -E '^(e2e:|--- |    --- |FAIL|ok )|_test\.go:[0-9]+:'
 
 # The race detector is on for every unit test, examples included.

@@ -92,7 +92,7 @@ func run(ctx context.Context) error {
 	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{
 		Resource: schema.GroupResource{Resource: "configmaps"},
 		Name:     "configmaps",
-		Observer: wgwatch.Observers(acc, watchMetrics),
+		Observer: wgwatch.Observers(acc, watchMetrics), // the accumulator and metrics below
 	})
 	if err != nil {
 		return err
@@ -100,6 +100,7 @@ func run(ctx context.Context) error {
 	informer := cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{})
 	go informer.Run(ctx.Done())
 
+	client := statusClient{}
 	owner := &Shop{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "main", Generation: 1}}
 	ownerKey := types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}
 	acc.Track(ownerKey, "configmaps") // the owner depends on that stream
@@ -108,12 +109,17 @@ func run(ctx context.Context) error {
 	before := slices.Clone(owner.Status.Conditions)
 	if acc.Apply(ownerKey, &owner.Status.Conditions, owner.Generation, time.Now()) {
 		owner.Status.ObservedGeneration = owner.Generation // same write: kstatus and kubectl wait read it
-		if err := updateStatus(ctx, owner); err == nil {
+		if err := client.Status().Update(ctx, owner); err == nil {
 			recorder.Record(owner, before, owner.Status.Conditions) // only when Ready or Stalled moved
 		}
 	}
 	return nil
 }
 
-// updateStatus stands for the write of the owner's status subresource.
-func updateStatus(ctx context.Context, owner *Shop) error { return ctx.Err() }
+// statusClient stands for a client that writes the owner's status
+// subresource.
+type statusClient struct{}
+
+func (statusClient) Status() statusClient { return statusClient{} }
+
+func (statusClient) Update(ctx context.Context, _ *Shop) error { return ctx.Err() }

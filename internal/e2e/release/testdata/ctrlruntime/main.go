@@ -1,9 +1,9 @@
 // Command ctrlruntime is the README's controller-runtime quick start as a
 // whole program: TestGoGet builds it in a fresh module after running the
 // README's `go get github.com/watchgrade/watchgrade/examples/wgctrl@latest`.
-// The quick start does not compile alone (it names a kubebuilder project's
-// Guestbook type and reconciler); around its lines, as the README has
-// them, is the least of a scaffold that compiles.
+// Its lines are the README's (TestQuickStartsAreBuilt checks it); around
+// them is the least of a kubebuilder scaffold that compiles: the
+// Guestbook type, whose package the README imports as webappv1, and main.
 package main
 
 import (
@@ -64,16 +64,16 @@ func (l *GuestbookList) DeepCopyObject() runtime.Object {
 }
 
 // GuestbookReconciler is the scaffold's reconciler with the Readiness
-// field the quick start adds.
+// field the quick start adds. From here to the end of Reconcile's first
+// lines, and in run, the lines are the README's.
 type GuestbookReconciler struct {
 	client.Client
 	Readiness *wgctrl.Owner
 }
 
-// Reconcile reads the Guestbook and, whatever its own steps return, writes
-// its status from the streams.
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 func (r *GuestbookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
-	gb := &Guestbook{}
+	gb := &Guestbook{} // its status gains ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	if err := r.Get(ctx, req.NamespacedName, gb); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -112,13 +112,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r := &GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness}
-	err = ctrl.NewControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}).
-		WatchesRawSource(readiness.Requeue()).Complete(r)
+	err = mgr.AddReadyzCheck("watches", grade.ReadyzCheck) // instead of healthz.Ping
 	if err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("watches", grade.ReadyzCheck); err != nil {
+	err = ctrl.NewControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}).
+		WatchesRawSource(readiness.Requeue()). // one more source
+		Complete(&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness})
+	if err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
