@@ -81,14 +81,21 @@ type Grader struct {
 	firstReady *wgmetrics.FirstReady
 	clock      clock.WithTicker
 
+	// merge serialises informerState.
+	merge sync.Mutex
+
 	mu sync.Mutex
 	// scheme and mapper identify the kind behind each informer. Both are
 	// the manager's: ManagerOptions records the scheme and captures the
 	// mapper as the manager makes it.
 	scheme *runtime.Scheme
 	mapper meta.RESTMapper
-	// streams holds the name of every informer the cache has made.
-	streams map[string]bool
+	// streams holds, by stream name, the last state of each informer the
+	// cache has made under it: one per kind and representation, or one per
+	// namespace where the cache is restricted to several (see
+	// [Grader.NewInformer]); shown is the state last passed on for it.
+	streams map[string][]wgwatch.State
+	shown   map[string]wgwatch.State
 	// owners are told about every informer's states.
 	owners []*Owner
 	// managed is true once ManagerOptions has run.
@@ -134,7 +141,8 @@ func New(opts Options) (*Grader, error) {
 		firstReady: fr,
 		clock:      clock.RealClock{},
 		scheme:     clientgoscheme.Scheme, // controller-runtime's default
-		streams:    map[string]bool{},
+		streams:    map[string][]wgwatch.State{},
+		shown:      map[string]wgwatch.State{},
 	}, nil
 }
 
@@ -210,7 +218,13 @@ func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 // graded and reported to every Owner, the metrics and Options.Observer. The
 // informer behaves as it would without the wrapper.
 //
-// The stream is named by [StreamName] from obj's kind. Its resource (the
+// The stream is named by [StreamName] from obj's kind. A cache restricted
+// to several namespaces (cache.Options.DefaultNamespaces) makes one
+// informer per namespace for a kind, all under that name, and the hook is
+// not told which namespace each serves: every Owner and the metrics' gauge
+// see the kind's worst state among them (a namespace whose watch RBAC
+// denies keeps the owners Stalled while another's recovers); each
+// informer's session endings are counted as they come. Its resource (the
 // metrics label) comes from the manager's RESTMapper; should that lookup
 // fail, the label is the kind's ("ConfigMap", "Deployment.apps") and the
 // error is logged: a guess at the plural would look right on every
@@ -231,13 +245,18 @@ func (g *Grader) newInformer(build func(toolscache.ListerWatcher, runtime.Object
 		g.log.Error(err, "cannot map the informer's kind to a resource; its metrics are labelled with the kind", "stream", name)
 	}
 	g.mu.Lock()
-	g.streams[name] = true
+	i := len(g.streams[name])
+	g.streams[name] = append(g.streams[name], wgwatch.State{}) // nothing published yet
 	g.mu.Unlock()
+	observer := g.Observer()
 	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{
 		Resource: gr,
 		Name:     name,
-		Observer: g.Observer(),
-		Policy:   g.opts.Policy,
+		Observer: wgwatch.ObserverFuncs{
+			StateChangedFunc: func(s wgwatch.State) { g.informerState(observer, name, i, s) },
+			SessionEndedFunc: observer.SessionEnded,
+		},
+		Policy: g.opts.Policy,
 	})
 	if err != nil {
 		// Only a nil ListerWatcher or an empty resource get here, and
@@ -359,7 +378,52 @@ func (g *Grader) Streams() []string {
 func (g *Grader) knows(name string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.streams[name]
+	return len(g.streams[name]) > 0
+}
+
+// informerState records s, the state of the i-th informer named name, and
+// passes on to observer the worst state of the informers of that name, if
+// it changed. A cache restricted to several namespaces makes one informer
+// per namespace for each kind, all with the kind's name: an owner depends
+// on the kind in every one of them, so a namespace whose watch is denied
+// keeps it Stalled while another namespace's recovers from a blip. With
+// one informer, what it publishes is passed on as it is.
+func (g *Grader) informerState(observer wgwatch.Observer, name string, i int, s wgwatch.State) {
+	g.merge.Lock()
+	defer g.merge.Unlock()
+	g.mu.Lock()
+	states := g.streams[name]
+	states[i] = s
+	worst := s
+	for _, st := range states {
+		if st.Phase != "" && severity(st) > severity(worst) {
+			worst = st
+		}
+	}
+	changed := g.shown[name] != worst
+	g.shown[name] = worst
+	g.mu.Unlock()
+	if changed {
+		// Under merge, so that the states of two informers reach the
+		// observer in the order they were merged.
+		observer.StateChanged(worst)
+	}
+}
+
+// severity orders states from a stream delivering live events to one that
+// needs a human.
+func severity(s wgwatch.State) int {
+	switch {
+	case s.NeedsHuman:
+		return 4
+	case s.Phase == wgwatch.PhaseBlocked:
+		return 3
+	case s.Phase == wgwatch.PhaseReplaying:
+		return 2
+	case s.Phase == wgwatch.PhaseStarting:
+		return 1
+	}
+	return 0
 }
 
 // representation returns the suffix of an informer that holds another
