@@ -1,22 +1,14 @@
 package watch
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/pager"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 )
 
 // Errors that describe a bad event or response; they end a session with
@@ -59,10 +51,6 @@ const (
 	sessionGrace       = time.Minute
 	maxSessionLifetime = 2 * time.Hour
 )
-
-// watchListRetry is how long a stream replays with LIST+WATCH after a
-// watch-list timed out, before it tries one again.
-const watchListRetry = time.Hour
 
 // watchOptions returns the options of a watch: bookmarks always, and the
 // timeout of StreamOptions.WatchTimeout; and how long the stream lets the
@@ -107,171 +95,6 @@ func (s *Stream) resumeChecked(ctx context.Context, cursor string, check bool) r
 		cursor = ""
 	}
 	return s.consume(ctx, sctx, w, nil, cursor)
-}
-
-// replay rebuilds the consumer's view: a watch-list where the server
-// supports it, otherwise LIST then WATCH.
-func (s *Stream) replay(ctx context.Context) result {
-	if s.initialSync {
-		// Started without a cursor. (One started from a cursor that
-		// expired is not syncing for the first time.)
-		s.initialSync = false
-		s.esc.now(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the stream is listing the collection for the first time"})
-	}
-	r := s.replayOnce(ctx)
-	r.replayed = true
-	return r
-}
-
-func (s *Stream) replayOnce(ctx context.Context) result {
-	if s.watchListOff || s.clock.Now().Before(s.watchListPaused) {
-		return s.listThenWatch(ctx)
-	}
-	opts, lifetime := s.watchOptions(metav1.ListOptions{
-		SendInitialEvents:    ptr.To(true),
-		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-	})
-	sctx, cancel := context.WithTimeout(ctx, lifetime)
-	defer cancel()
-	w, err := s.lw.WatchWithContext(sctx, opts)
-	if err == nil && w == nil {
-		err = ErrNilWatch
-	}
-	switch {
-	case err == nil && isFakeWatch(w):
-		// client-go's fake clientset ignores sendInitialEvents: it would
-		// never end the replay.
-		w.Stop()
-		s.watchListOff = true
-		return s.listThenWatch(ctx)
-	case err == nil:
-		defer w.Stop()
-		r := s.consume(ctx, sctx, w, &replayBuffer{}, "")
-		if r.refused && ctx.Err() == nil {
-			// The server accepted the watch-list and then refused it with
-			// an ERROR event (a storage without watch-progress support
-			// answers 500; a watch cache that lags answers "too large
-			// resource version"): list, as the reflector does.
-			w.Stop()
-			return s.listThenWatch(ctx)
-		}
-		r.served = true
-		switch {
-		case r.cause == CauseReplayDeadline:
-			// A server that ignores sendInitialEvents never sends the end
-			// bookmark: list for a while.
-			s.watchListPaused = s.clock.Now().Add(watchListRetry)
-		case r.stage == StageReplay && r.cause == CauseClosed && ctx.Err() == nil:
-			// Cut before its end, by a timeout shorter than the replay
-			// takes, or by a proxy: a LIST is not cut so. Twice in a
-			// row, list for a while.
-			if s.cutReplays++; s.cutReplays >= 2 {
-				s.watchListPaused, s.cutReplays = s.clock.Now().Add(watchListRetry), 0
-			}
-		case r.stage == StageStream:
-			s.cutReplays = 0
-		}
-		return r
-	case refusesWatchList(err):
-		// This replay lists; the next one asks again, as the reflector
-		// does. A bad selector fails the LIST too.
-		return s.listThenWatch(ctx)
-	}
-	return result{stage: StageReplay, cause: CauseError, err: err}
-}
-
-// isFakeWatch reports whether w comes from client-go's fake clientsets
-// (their object tracker), which ignore sendInitialEvents.
-func isFakeWatch(w apiwatch.Interface) bool {
-	switch w.(type) {
-	case *apiwatch.RaceFreeFakeWatcher, *apiwatch.FakeWatcher:
-		return true
-	}
-	return false
-}
-
-// refusesWatchList reports whether err is a server's refusal of the
-// watch-list parameters (feature off, an aggregated API that rejects them).
-func refusesWatchList(err error) bool {
-	class, reason := Classify(err)
-	return class == ClassNeedsHuman && reason == ReasonInvalidRequest
-}
-
-// refusesInStream reports whether err, the first thing a watch-list sent,
-// is a refusal to list that way rather than an ending to grade: anything
-// but a 429, which a LIST would get too, and an expiry (410), which is
-// graded the same wherever it is seen: a replay asked not older than a
-// cursor that the watch cache no longer holds is answered so, and the
-// next replay asks for the latest.
-func refusesInStream(err error) bool {
-	if class, reason := Classify(err); class == ClassExpired && reason == ReasonExpiredResourceVersion {
-		return false
-	}
-	return !apierrors.IsTooManyRequests(err)
-}
-
-func (s *Stream) listThenWatch(ctx context.Context) result {
-	// served is set once the server answered a page: a LIST that fails on
-	// a later page has cost the server its first pages, and is charged to
-	// the replay budget.
-	served := false
-	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		list, err := s.lw.ListWithContext(ctx, opts)
-		if err == nil {
-			served = true
-		}
-		return list, err
-	})
-	p.PageSize = s.opts.ListPageSize
-	// A continue token that expired fails the replay (graded as an
-	// expiry) rather than turn into a second, unpaginated LIST of the
-	// whole collection within the same replay.
-	p.FullListIfExpired = false
-	list, _, err := p.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return result{stage: StageList, cause: CauseError, err: err, served: served}
-	}
-	snap, err := snapshotOfList(list)
-	if err != nil {
-		return result{stage: StageList, cause: CauseBadEvent, err: err, served: true}
-	}
-	// Nothing of the list or the snapshot may stay reachable for the watch
-	// that follows (it lasts up to an hour): only what the handler keeps.
-	n, rv := len(snap.Objects), snap.ResourceVersion
-	if err := s.snapshot(ctx, snap); err != nil {
-		return result{stage: StageList, cause: CauseHandler, err: err, events: n, served: true}
-	}
-	s.setCursor(rv)
-	// The cursor is the server's own, this moment: nothing to check,
-	// unless the server's watch cache was found behind (see consume).
-	r := s.resumeChecked(ctx, rv, s.doubt)
-	r.events += n
-	r.served = true
-	return r
-}
-
-func snapshotOfList(list runtime.Object) (Snapshot, error) {
-	if list == nil {
-		return Snapshot{}, fmt.Errorf("list: %w", ErrNilObject)
-	}
-	lm, err := meta.ListAccessor(list)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("list: %w", err)
-	}
-	rv := lm.GetResourceVersion()
-	if rv == "" {
-		return Snapshot{}, fmt.Errorf("list: %w", ErrNoResourceVersion)
-	}
-	var objs []runtime.Object
-	err = meta.EachListItem(list, func(o runtime.Object) error {
-		objs = append(objs, o)
-		return nil
-	})
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("list: %w", err)
-	}
-	sortObjects(objs)
-	return Snapshot{Objects: objs, ResourceVersion: rv}, nil
 }
 
 // consume reads events from w until the session ends. With buf set it is a
@@ -587,12 +410,6 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	}
 }
 
-// checkResult is the answer to a check of the cursor (see cursorAhead).
-type checkResult struct {
-	ahead error
-	told  bool
-}
-
 // settleWait is how long a watch must stay quiet for the stream to know
 // it has taken what the server sent: client-go's decoder hands events
 // over one at a time, and the next one of a backlog (or the close behind
@@ -628,175 +445,4 @@ func (s *Stream) snapshot(ctx context.Context, snap Snapshot) error {
 	err := s.handler.Snapshot(ctx, snap)
 	s.stall.leave()
 	return err
-}
-
-// confirmed records that the server delivered from the stream's cursor:
-// the cursor check counts silence from the next session on, and the
-// stream is no longer in doubt.
-func (s *Stream) confirmed() {
-	s.unconfirmed, s.doubt = time.Time{}, false
-}
-
-// ErrCursorAhead: the server has not reached the stream's cursor: its
-// storage was restored without a revision bump, the cluster was rebuilt
-// behind the same address, or the cursor came from another cluster. It
-// ends a session with [ClassExpired] and [ReasonResourceVersionTooLarge],
-// and the stream replays. Match it with errors.Is.
-var ErrCursorAhead = errors.New("the server has not reached the stream's cursor")
-
-// cursorCheckTimeout is the timeoutSeconds of a check of the cursor.
-const cursorCheckTimeout = 10 * time.Second
-
-// cursorAhead asks the server whether it has reached cursor. Where
-// resourceVersions are integers (every kube-apiserver: they compare as
-// such, see apimachinery's resourceversion.CompareResourceVersion), it
-// makes one consistent LIST of at most one object (resourceVersion unset)
-// and compares the list's resourceVersion, the server's current revision,
-// with the cursor: served at once, from the watch cache once it has caught
-// up with etcd, or from etcd. Otherwise it asks at the cursor with
-// resourceVersionMatch NotOlderThan, which a server that has not reached it
-// answers "too large resource version" (504, cause
-// ResourceVersionTooLarge) after about 3 s, and which client-go's REST
-// client retries as its Retry-After says, up to 10 times: about 45 s. It
-// returns an error wrapping ErrCursorAhead if the server is behind the
-// cursor, nil if it has reached it, and told false if it could not tell
-// (a LIST that failed).
-func (s *Stream) cursorAhead(ctx context.Context, cursor string) (ahead error, told bool) {
-	if _, err := resourceversion.CompareResourceVersion(cursor, cursor); err == nil {
-		// timeoutSeconds tells the server how long the answer is worth
-		// waiting for (a watch's bound, which a LIST does not need), and
-		// tells a reader of the server's requests (the judge) that this
-		// LIST is a check and not a replay's first page.
-		list, err := s.lw.inner.ListWithContext(ctx, metav1.ListOptions{Limit: 1, TimeoutSeconds: ptr.To(int64(cursorCheckTimeout / time.Second))})
-		if err != nil {
-			return nil, false
-		}
-		m, err := meta.ListAccessor(list)
-		if err != nil {
-			return nil, false
-		}
-		current := m.GetResourceVersion()
-		if c, err := resourceversion.CompareResourceVersion(current, cursor); err == nil {
-			if c >= 0 {
-				return nil, true
-			}
-			return fmt.Errorf("%w (resourceVersion %s, the server's is %s)", ErrCursorAhead, cursor, current), true
-		}
-	}
-	_, err := s.lw.inner.ListWithContext(ctx, metav1.ListOptions{
-		ResourceVersion: cursor, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 1,
-		TimeoutSeconds: ptr.To(int64(cursorCheckTimeout / time.Second)),
-	})
-	switch {
-	case err == nil:
-		return nil, true
-	case !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge):
-		return nil, false
-	}
-	return fmt.Errorf("%w (resourceVersion %s): %w", ErrCursorAhead, cursor, err), true
-}
-
-// apierrorsFromObject turns an ERROR event's object into an error; a Status
-// becomes a *StatusError, anything else an error that says what it was.
-func apierrorsFromObject(obj runtime.Object) error {
-	if obj == nil {
-		return fmt.Errorf("ERROR event: %w", ErrNilObject)
-	}
-	return apierrors.FromObject(obj)
-}
-
-// resourceVersionOf returns obj's resourceVersion, "" if it has none, or an
-// error if it is not an object with metadata.
-func resourceVersionOf(obj runtime.Object) (string, error) {
-	if obj == nil {
-		return "", ErrNilObject
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return "", err
-	}
-	return m.GetResourceVersion(), nil
-}
-
-func isInitialEventsEnd(obj runtime.Object) bool {
-	m, err := meta.Accessor(obj)
-	return err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
-}
-
-// replayBuffer collects a watch-list's initial events by namespace and
-// name, in the order they came: the server sends them in key order, so
-// the snapshot's sort has next to nothing to do.
-type replayBuffer struct {
-	// index holds the place in arrived of each key's object.
-	index map[objectKey]int
-	// arrived holds the objects in the order their keys first came; a
-	// deleted one has a nil obj.
-	arrived []keyedObject
-}
-
-type objectKey struct{ namespace, name string }
-
-func keyOf(obj runtime.Object) objectKey {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return objectKey{}
-	}
-	return objectKey{m.GetNamespace(), m.GetName()}
-}
-
-func (b *replayBuffer) apply(ev apiwatch.Event) {
-	if b.index == nil {
-		b.index = make(map[objectKey]int)
-	}
-	key := keyOf(ev.Object)
-	i, ok := b.index[key]
-	switch {
-	case ev.Type == apiwatch.Deleted:
-		if ok {
-			b.arrived[i].obj = nil
-			delete(b.index, key)
-		}
-	case ok:
-		b.arrived[i].obj = ev.Object
-	default:
-		b.index[key] = len(b.arrived)
-		b.arrived = append(b.arrived, keyedObject{key: key, pos: len(b.arrived), obj: ev.Object})
-	}
-}
-
-// snapshot returns the collection; the buffer is of no use after it.
-func (b *replayBuffer) snapshot(rv string) Snapshot {
-	keyed := slices.DeleteFunc(b.arrived, func(k keyedObject) bool { return k.obj == nil })
-	return Snapshot{Objects: sortKeyed(keyed, make([]runtime.Object, len(keyed))), ResourceVersion: rv}
-}
-
-// keyedObject is an object with its key, and its place in a list.
-type keyedObject struct {
-	key objectKey
-	pos int
-	obj runtime.Object
-}
-
-// sortObjects sorts objs by namespace and name, keeping the order of
-// objects with the same key. Each key is computed once: a replay of 50,000
-// objects sorted through meta.Accessor in every comparison spent tens of
-// milliseconds there, after its last event and before its snapshot.
-func sortObjects(objs []runtime.Object) {
-	keyed := make([]keyedObject, len(objs))
-	for i, o := range objs {
-		keyed[i] = keyedObject{key: keyOf(o), pos: i, obj: o}
-	}
-	sortKeyed(keyed, objs)
-}
-
-// sortKeyed sorts keyed by key, then by place, and writes the objects in
-// that order to dst, which it returns.
-func sortKeyed(keyed []keyedObject, dst []runtime.Object) []runtime.Object {
-	slices.SortFunc(keyed, func(a, b keyedObject) int {
-		return cmp.Or(cmp.Compare(a.key.namespace, b.key.namespace), cmp.Compare(a.key.name, b.key.name), cmp.Compare(a.pos, b.pos))
-	})
-	for i := range keyed {
-		dst[i] = keyed[i].obj
-	}
-	return dst
 }

@@ -1,0 +1,86 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/utils/ptr"
+)
+
+// checkResult is the answer to a check of the cursor (see cursorAhead).
+type checkResult struct {
+	ahead error
+	told  bool
+}
+
+// confirmed records that the server delivered from the stream's cursor:
+// the cursor check counts silence from the next session on, and the
+// stream is no longer in doubt.
+func (s *Stream) confirmed() {
+	s.unconfirmed, s.doubt = time.Time{}, false
+}
+
+// ErrCursorAhead: the server has not reached the stream's cursor: its
+// storage was restored without a revision bump, the cluster was rebuilt
+// behind the same address, or the cursor came from another cluster. It
+// ends a session with [ClassExpired] and [ReasonResourceVersionTooLarge],
+// and the stream replays. Match it with errors.Is.
+var ErrCursorAhead = errors.New("the server has not reached the stream's cursor")
+
+// cursorCheckTimeout is the timeoutSeconds of a check of the cursor.
+const cursorCheckTimeout = 10 * time.Second
+
+// cursorAhead asks the server whether it has reached cursor. Where
+// resourceVersions are integers (every kube-apiserver: they compare as
+// such, see apimachinery's resourceversion.CompareResourceVersion), it
+// makes one consistent LIST of at most one object (resourceVersion unset)
+// and compares the list's resourceVersion, the server's current revision,
+// with the cursor: served at once, from the watch cache once it has caught
+// up with etcd, or from etcd. Otherwise it asks at the cursor with
+// resourceVersionMatch NotOlderThan, which a server that has not reached it
+// answers "too large resource version" (504, cause
+// ResourceVersionTooLarge) after about 3 s, and which client-go's REST
+// client retries as its Retry-After says, up to 10 times: about 45 s. It
+// returns an error wrapping ErrCursorAhead if the server is behind the
+// cursor, nil if it has reached it, and told false if it could not tell
+// (a LIST that failed).
+func (s *Stream) cursorAhead(ctx context.Context, cursor string) (ahead error, told bool) {
+	if _, err := resourceversion.CompareResourceVersion(cursor, cursor); err == nil {
+		// timeoutSeconds tells the server how long the answer is worth
+		// waiting for (a watch's bound, which a LIST does not need), and
+		// tells a reader of the server's requests (the judge) that this
+		// LIST is a check and not a replay's first page.
+		list, err := s.lw.inner.ListWithContext(ctx, metav1.ListOptions{Limit: 1, TimeoutSeconds: ptr.To(int64(cursorCheckTimeout / time.Second))})
+		if err != nil {
+			return nil, false
+		}
+		m, err := meta.ListAccessor(list)
+		if err != nil {
+			return nil, false
+		}
+		current := m.GetResourceVersion()
+		if c, err := resourceversion.CompareResourceVersion(current, cursor); err == nil {
+			if c >= 0 {
+				return nil, true
+			}
+			return fmt.Errorf("%w (resourceVersion %s, the server's is %s)", ErrCursorAhead, cursor, current), true
+		}
+	}
+	_, err := s.lw.inner.ListWithContext(ctx, metav1.ListOptions{
+		ResourceVersion: cursor, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 1,
+		TimeoutSeconds: ptr.To(int64(cursorCheckTimeout / time.Second)),
+	})
+	switch {
+	case err == nil:
+		return nil, true
+	case !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge):
+		return nil, false
+	}
+	return fmt.Errorf("%w (resourceVersion %s): %w", ErrCursorAhead, cursor, err), true
+}

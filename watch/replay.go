@@ -1,0 +1,264 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
+	"k8s.io/utils/ptr"
+)
+
+// watchListRetry is how long a stream replays with LIST+WATCH after a
+// watch-list timed out, before it tries one again.
+const watchListRetry = time.Hour
+
+// replay rebuilds the consumer's view: a watch-list where the server
+// supports it, otherwise LIST then WATCH.
+func (s *Stream) replay(ctx context.Context) result {
+	if s.initialSync {
+		// Started without a cursor. (One started from a cursor that
+		// expired is not syncing for the first time.)
+		s.initialSync = false
+		s.esc.now(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the stream is listing the collection for the first time"})
+	}
+	r := s.replayOnce(ctx)
+	r.replayed = true
+	return r
+}
+
+func (s *Stream) replayOnce(ctx context.Context) result {
+	if s.watchListOff || s.clock.Now().Before(s.watchListPaused) {
+		return s.listThenWatch(ctx)
+	}
+	opts, lifetime := s.watchOptions(metav1.ListOptions{
+		SendInitialEvents:    ptr.To(true),
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+	})
+	sctx, cancel := context.WithTimeout(ctx, lifetime)
+	defer cancel()
+	w, err := s.lw.WatchWithContext(sctx, opts)
+	if err == nil && w == nil {
+		err = ErrNilWatch
+	}
+	switch {
+	case err == nil && isFakeWatch(w):
+		// client-go's fake clientset ignores sendInitialEvents: it would
+		// never end the replay.
+		w.Stop()
+		s.watchListOff = true
+		return s.listThenWatch(ctx)
+	case err == nil:
+		defer w.Stop()
+		r := s.consume(ctx, sctx, w, &replayBuffer{}, "")
+		if r.refused && ctx.Err() == nil {
+			// The server accepted the watch-list and then refused it with
+			// an ERROR event (a storage without watch-progress support
+			// answers 500; a watch cache that lags answers "too large
+			// resource version"): list, as the reflector does.
+			w.Stop()
+			return s.listThenWatch(ctx)
+		}
+		r.served = true
+		switch {
+		case r.cause == CauseReplayDeadline:
+			// A server that ignores sendInitialEvents never sends the end
+			// bookmark: list for a while.
+			s.watchListPaused = s.clock.Now().Add(watchListRetry)
+		case r.stage == StageReplay && r.cause == CauseClosed && ctx.Err() == nil:
+			// Cut before its end, by a timeout shorter than the replay
+			// takes, or by a proxy: a LIST is not cut so. Twice in a
+			// row, list for a while.
+			if s.cutReplays++; s.cutReplays >= 2 {
+				s.watchListPaused, s.cutReplays = s.clock.Now().Add(watchListRetry), 0
+			}
+		case r.stage == StageStream:
+			s.cutReplays = 0
+		}
+		return r
+	case refusesWatchList(err):
+		// This replay lists; the next one asks again, as the reflector
+		// does. A bad selector fails the LIST too.
+		return s.listThenWatch(ctx)
+	}
+	return result{stage: StageReplay, cause: CauseError, err: err}
+}
+
+// isFakeWatch reports whether w comes from client-go's fake clientsets
+// (their object tracker), which ignore sendInitialEvents.
+func isFakeWatch(w apiwatch.Interface) bool {
+	switch w.(type) {
+	case *apiwatch.RaceFreeFakeWatcher, *apiwatch.FakeWatcher:
+		return true
+	}
+	return false
+}
+
+// refusesWatchList reports whether err is a server's refusal of the
+// watch-list parameters (feature off, an aggregated API that rejects them).
+func refusesWatchList(err error) bool {
+	class, reason := Classify(err)
+	return class == ClassNeedsHuman && reason == ReasonInvalidRequest
+}
+
+// refusesInStream reports whether err, the first thing a watch-list sent,
+// is a refusal to list that way rather than an ending to grade: anything
+// but a 429, which a LIST would get too, and an expiry (410), which is
+// graded the same wherever it is seen: a replay asked not older than a
+// cursor that the watch cache no longer holds is answered so, and the
+// next replay asks for the latest.
+func refusesInStream(err error) bool {
+	if class, reason := Classify(err); class == ClassExpired && reason == ReasonExpiredResourceVersion {
+		return false
+	}
+	return !apierrors.IsTooManyRequests(err)
+}
+
+func (s *Stream) listThenWatch(ctx context.Context) result {
+	// served is set once the server answered a page: a LIST that fails on
+	// a later page has cost the server its first pages, and is charged to
+	// the replay budget.
+	served := false
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		list, err := s.lw.ListWithContext(ctx, opts)
+		if err == nil {
+			served = true
+		}
+		return list, err
+	})
+	p.PageSize = s.opts.ListPageSize
+	// A continue token that expired fails the replay (graded as an
+	// expiry) rather than turn into a second, unpaginated LIST of the
+	// whole collection within the same replay.
+	p.FullListIfExpired = false
+	list, _, err := p.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return result{stage: StageList, cause: CauseError, err: err, served: served}
+	}
+	snap, err := snapshotOfList(list)
+	if err != nil {
+		return result{stage: StageList, cause: CauseBadEvent, err: err, served: true}
+	}
+	// Nothing of the list or the snapshot may stay reachable for the watch
+	// that follows (it lasts up to an hour): only what the handler keeps.
+	n, rv := len(snap.Objects), snap.ResourceVersion
+	if err := s.snapshot(ctx, snap); err != nil {
+		return result{stage: StageList, cause: CauseHandler, err: err, events: n, served: true}
+	}
+	s.setCursor(rv)
+	// The cursor is the server's own, this moment: nothing to check,
+	// unless the server's watch cache was found behind (see consume).
+	r := s.resumeChecked(ctx, rv, s.doubt)
+	r.events += n
+	r.served = true
+	return r
+}
+
+func snapshotOfList(list runtime.Object) (Snapshot, error) {
+	if list == nil {
+		return Snapshot{}, fmt.Errorf("list: %w", ErrNilObject)
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("list: %w", err)
+	}
+	rv := lm.GetResourceVersion()
+	if rv == "" {
+		return Snapshot{}, fmt.Errorf("list: %w", ErrNoResourceVersion)
+	}
+	var objs []runtime.Object
+	err = meta.EachListItem(list, func(o runtime.Object) error {
+		objs = append(objs, o)
+		return nil
+	})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("list: %w", err)
+	}
+	sortObjects(objs)
+	return Snapshot{Objects: objs, ResourceVersion: rv}, nil
+}
+
+// DefaultReplaySpread is the default of [StreamOptions.ReplaySpread].
+const DefaultReplaySpread = time.Second
+
+// replaySpread returns how long to wait before a replay that a verdict
+// asked for after d: d, or if d is zero a random wait in
+// [ReplaySpread/2, 3·ReplaySpread/2), drawn from the stream's source of
+// jitter like every other random wait, so that a seeded stream replays its
+// history exactly.
+func (s *Stream) replaySpread(d time.Duration) time.Duration {
+	j := s.opts.ReplaySpread
+	if d > 0 || j <= 0 {
+		return d
+	}
+	return j/2 + time.Duration(s.rand()*float64(j))
+}
+
+// noteReplayCause is called when a session's ending makes the stream
+// replay, before it drops its cursor: after a 410 the next replay asks for
+// the collection not older than that cursor. A replay that failed for a
+// transient reason (a 429 from an apiserver shedding load, a connection
+// cut) or was cut before its end is asked again not older than the same
+// cursor: asking for the latest instead would cost etcd a read at the
+// moment the control plane is busiest, for no better snapshot. Any other
+// failure of that replay (a cursor the server has not reached, a server
+// that refuses the request) makes the next one ask for the latest.
+func (s *Stream) noteReplayCause(err error) {
+	if s.opts.ConsistentReplays {
+		return
+	}
+	class, reason := Classify(err)
+	switch {
+	case s.Cursor() != "":
+		s.lw.from = ""
+		if class == ClassExpired && reason == ReasonExpiredResourceVersion {
+			s.lw.from = s.Cursor()
+		}
+	case class != ClassTransient && class != ClassNone:
+		// A replay that failed, not for load nor cut.
+		s.lw.from = ""
+	}
+}
+
+// cacheRelist (see "What a replay costs the control plane" in the package
+// doc) passes a stream's calls through to its ListerWatcher; while
+// from is set, the request that starts a replay (a watch-list, or the
+// first page of a LIST) asks for the collection not older than from
+// instead of the latest. Owned by the goroutine in [Stream.Run], which
+// makes every call.
+type cacheRelist struct {
+	inner cache.ListerWatcherWithContext
+	// from is the expired cursor the next replay asks for, "" for the
+	// latest; noteReplayCause sets it before each replay. Only a request
+	// that starts a replay (no resourceVersion) reads it: while the
+	// stream has a cursor it is unused.
+	from string
+}
+
+func (l *cacheRelist) List(o metav1.ListOptions) (runtime.Object, error) {
+	return l.ListWithContext(context.Background(), o)
+}
+
+func (l *cacheRelist) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	if l.from != "" && o.Continue == "" && o.ResourceVersion == "" {
+		o.ResourceVersion, o.ResourceVersionMatch = l.from, metav1.ResourceVersionMatchNotOlderThan
+	}
+	return l.inner.ListWithContext(ctx, o)
+}
+
+func (l *cacheRelist) Watch(o metav1.ListOptions) (apiwatch.Interface, error) {
+	return l.WatchWithContext(context.Background(), o)
+}
+
+func (l *cacheRelist) WatchWithContext(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
+	if l.from != "" && o.SendInitialEvents != nil && *o.SendInitialEvents && o.ResourceVersion == "" {
+		o.ResourceVersion = l.from
+	}
+	return l.inner.WatchWithContext(ctx, o)
+}

@@ -1,0 +1,66 @@
+package watch
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// stopper is a timer that can be stopped.
+type stopper interface{ Stop() bool }
+
+// afterFunc calls f in its own goroutine after d on c: with c's AfterFunc
+// where it has one, else with a goroutine waiting on a timer until it fires
+// or is stopped.
+func afterFunc(c clock.Clock, d time.Duration, f func()) stopper {
+	if dc, ok := c.(clock.WithDelayedExecution); ok {
+		return dc.AfterFunc(d, f)
+	}
+	t := c.NewTimer(d)
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-t.C():
+			f()
+		case <-stop:
+		}
+	}()
+	return &goroutineTimer{t: t, stop: stop}
+}
+
+// flagTimer is a timer whose firing is read with one atomic load: a
+// session polls it at every event until it goes live, which a poll of a
+// timer's channel (a lock and a read of the clock) would make cost a
+// tenth more per event on the real decode path. c is closed when it
+// fires, for a select.
+type flagTimer struct {
+	fired atomic.Bool
+	c     chan struct{}
+	t     stopper
+}
+
+func newFlagTimer(c clock.Clock, d time.Duration) *flagTimer {
+	f := &flagTimer{c: make(chan struct{})}
+	f.t = afterFunc(c, d, func() {
+		f.fired.Store(true)
+		close(f.c)
+	})
+	return f
+}
+
+// Stop stops the timer; it reports whether that kept it from firing.
+func (f *flagTimer) Stop() bool { return f.t.Stop() }
+
+type goroutineTimer struct {
+	t    clock.Timer
+	stop chan struct{}
+	once sync.Once
+}
+
+func (g *goroutineTimer) Stop() bool {
+	stopped := g.t.Stop()
+	g.once.Do(func() { close(g.stop) })
+	return stopped
+}
