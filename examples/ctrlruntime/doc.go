@@ -172,9 +172,11 @@
 //
 //   - The manager's informer cache replaces the clientgo package's Mirror and
 //     graded Streams: the informer lists, watches and retries on its own, and
-//     [wgwatch.Instrument], through wgctrl, only grades what it sees. The reflector's own
-//     backoff, not watchgrade's, decides when it retries; the grading table,
-//     the states and the metrics are the same.
+//     [wgwatch.Instrument], through wgctrl, grades what it sees. The
+//     reflector's own backoff decides when it retries (but for a refused
+//     connection, which Instrument retries inside the call until the trouble
+//     is published, so that an apiserver restart publishes nothing); the
+//     grading table, the states and the metrics are the same.
 //   - One informer per kind serves every owner and every namespace the cache
 //     watches, instead of one stream per namespace and resource, hence the
 //     stream names above ("ConfigMap.v1", where the client-go controller
