@@ -35,8 +35,15 @@ var (
 // the test ends. It returns the registry its metrics are on.
 type startController func(t *testing.T, cfg *rest.Config, namespace string, observer wgwatch.Observer) prometheus.Gatherer
 
+// timeline is when the story's scenes began: for the checks a controller's
+// test adds to the story (the controller-runtime controller's error logs).
+type timeline struct {
+	began  time.Time // before the controller started
+	denied time.Time // RBAC denied secrets
+}
+
 // exercise is the story both controllers must tell the same way.
-func exercise(t *testing.T, name string, start startController) {
+func exercise(t *testing.T, name string, start startController) timeline {
 	c := harness.Start(t, harness.Options{RBAC: true, Flags: []string{"--min-request-timeout=1"}})
 	ctx := t.Context()
 	began := time.Now()
@@ -193,6 +200,7 @@ func exercise(t *testing.T, name string, start startController) {
 		name, readyAfter.Seconds(), sessions.count(cm, wgwatch.OutcomeClosed)+sessions.count(sec, wgwatch.OutcomeClosed),
 		sessions.count(cm, wgwatch.OutcomeError)+sessions.count(sec, wgwatch.OutcomeError),
 		stalledAfter.Seconds(), recoveredAfter.Seconds(), events.Count(corev1.EventTypeWarning), events.Log(), res.Status)
+	return timeline{began: began, denied: denied}
 }
 
 // sessionsMetric sums watchgrade_watch_sessions_ended_total for a resource
