@@ -58,14 +58,8 @@ func TestInformersOfSeveralNamespacesShareOneVerdict(t *testing.T) {
 		if s, r := condition(f.guestbook(t), wgreadiness.ConditionStalled); s != metav1.ConditionTrue {
 			t.Errorf("the other namespace recovered: Stalled = %s (%s), want True while one is denied", s, r)
 		}
-		warnings := 0
-		for _, e := range f.events() {
-			if len(e) > 7 && e[:7] == "Warning" {
-				warnings++
-			}
-		}
-		if warnings != 1 {
-			t.Errorf("Warnings = %d, want 1: %v", warnings, f.events())
+		if evs := f.events(); warnings(evs) != 1 {
+			t.Errorf("Warnings = %d, want 1: %v", warnings(evs), evs)
 		}
 
 		denied.SetFaults(watchtest.Faults{})

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -97,6 +98,17 @@ func (f *fixture) events() []string {
 	return out
 }
 
+// warnings counts the Warnings among events.
+func warnings(events []string) int {
+	n := 0
+	for _, e := range events {
+		if strings.HasPrefix(e, corev1.EventTypeWarning+" ") {
+			n++
+		}
+	}
+	return n
+}
+
 func condition(gb *Guestbook, typ string) (metav1.ConditionStatus, string) {
 	c := meta.FindStatusCondition(gb.Status.Conditions, typ)
 	if c == nil {
@@ -142,14 +154,8 @@ func TestReconcilerOverWatchtest(t *testing.T) {
 		if got := f.guestbook(t).ResourceVersion; got != rv {
 			t.Errorf("a reconcile that changed nothing wrote the status (resourceVersion %s -> %s)", rv, got)
 		}
-		warnings := 0
-		for _, e := range f.events() {
-			if len(e) > 7 && e[:7] == "Warning" {
-				warnings++
-			}
-		}
-		if warnings != 1 {
-			t.Errorf("Warnings = %d, want 1", warnings)
+		if n := warnings(f.events()); n != 1 {
+			t.Errorf("Warnings = %d, want 1", n)
 		}
 
 		srv.SetFaults(watchtest.Faults{})
