@@ -124,8 +124,8 @@
 // the ConfigMaps of that namespace; otherwise it means the ConfigMaps of
 // every namespace, and a WatchTarget's Ready reflects the health of that
 // watch. (A cache restricted to several namespaces runs one informer per
-// namespace per kind, and wgctrl's names would collide: see wgctrl's
-// documentation.)
+// namespace per kind, all under the kind's one name: see wgctrl's
+// documentation for what it reports then.)
 //
 // # The readiness probe
 //
