@@ -109,9 +109,12 @@
 // cache runs one informer per kind and representation for the whole cache
 // (every namespace it covers), shared by every owner that depends on the
 // kind. A cache restricted to several namespaces (cache.Options.DefaultNamespaces
-// with more than one) runs one informer per namespace, and they share a
-// name: their states overwrite each other. Restrict it to one namespace or
-// to none.
+// with more than one) runs one informer per namespace for a kind, and
+// controller-runtime does not tell the hook which namespace each serves:
+// they share the kind's name, and the owners and the metrics' gauge see
+// the worst state among them, so a namespace whose watch RBAC denies keeps
+// the owners Stalled while another's recovers. Which namespace it is shows
+// in the state's message (the server's error) and in the log.
 //
 // Owners depend on the streams of the kinds passed to [Grader.Owner]; you
 // never write those names. Per-object dependencies (an informer Reconcile
