@@ -5,9 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -33,6 +39,12 @@ import (
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 )
 
+// apiserverDown is how long the kube-apiserver restart of TestKubebuilder
+// leaves no apiserver behind the load balancer: several retries of each
+// informer, and less than the transient grace (30 s) after which a graded
+// log says, at info, that a watch has been failing.
+const apiserverDown = 10 * time.Second
+
 var guestbooks = schema.GroupVersionResource{Group: "webapp.example.com", Version: "v1", Resource: "guestbooks"}
 
 // TestKubebuilder scaffolds a fresh operator with a pinned kubebuilder,
@@ -41,14 +53,22 @@ var guestbooks = schema.GroupVersionResource{Group: "webapp.example.com", Versio
 // examples/README.md (examples/kubebuilder/adopt.patch), builds it, and runs
 // the binary against a real kube-apiserver, as the user "guestbook-manager"
 // bound to the ClusterRole that its own RBAC markers generate. The story:
-// its CRD missing at startup, then installed; Ready; a quiet restart; the
-// ConfigMaps denied at startup, a quiet restart while the Guestbook is
-// Stalled, the new manager held past controller-runtime's two-minute
-// CacheSyncTimeout, and repaired; denied while running and repaired. Each
-// denial must give the Guestbook Stalled and exactly one Warning, a restart
-// that changes nothing must write nothing and record no Event (Stalled
-// stays True through the one while denied), and the manager must never
-// exit by itself.
+// its CRD missing at startup, then installed; Ready; a quiet restart, then
+// routine events under the manager (a rollout and a restart of the
+// kube-apiserver, every connection cut); the ConfigMaps denied at startup,
+// a quiet restart while the Guestbook is Stalled, the new manager held past
+// controller-runtime's two-minute CacheSyncTimeout, and repaired; denied
+// while running and repaired. Each denial must give the Guestbook Stalled
+// and exactly one Warning, a restart that changes nothing must write
+// nothing and record no Event (Stalled stays True through the one while
+// denied), and the manager must never exit by itself.
+//
+// Its log (the scaffold's zap logger, development mode) must hold no line
+// at level error, from any logger, across the routine events, and at most
+// one per manager during a denial (an escalation, not one per retry). Its
+// readiness probe (wgctrl's ReadyzCheck in place of the scaffold's ping)
+// must fail while the denied ConfigMaps have never been listed, pass once
+// Ready, and keep passing through a denial that begins later.
 func TestKubebuilder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("scaffolds and builds a kubebuilder project")
@@ -87,8 +107,10 @@ func TestKubebuilder(t *testing.T) {
 	}
 	impersonate(t, kubeconfig, user)
 
-	m := &manager{t: t, bin: filepath.Join(proj, "bin", "manager"), kubeconfig: kubeconfig, log: filepath.Join(proj, "manager.log")}
+	probe := freeAddr(t)
+	m := &manager{t: t, bin: filepath.Join(proj, "bin", "manager"), kubeconfig: kubeconfig, log: filepath.Join(proj, "manager.log"), probe: probe}
 	t.Cleanup(m.stop)
+	rz := pollReadyz(t, probe)
 	setConfigMaps := func(allowed bool) {
 		t.Helper()
 		r := role.DeepCopy()
@@ -115,10 +137,19 @@ func TestKubebuilder(t *testing.T) {
 
 	// 1. The Guestbook CRD missing at startup: controller-runtime would exit
 	// after two minutes; the manager waits, and works once it is installed.
+	// A kind whose CRD is missing has no informer, so it does not hold the
+	// readiness probe back (wgctrl's ReadyzCheck): the ConfigMaps' informer
+	// syncs, and the probe passes.
 	m.start()
 	if err := m.awaitLog(ctx, 2*time.Minute, "if kind is a CRD, it should be installed"); err != nil {
 		t.Fatal(err)
 	}
+	if err := rz.await(ctx, 30*time.Second, "200 while the CRD is missing", ready); err != nil {
+		t.Error(err)
+	}
+	readyzMissingCRD := rz.latest()
+	missingCRDErrors := m.errorLines(0)
+	installed := m.logSize()
 	crd := readCRD(t, proj)
 	if err := c.InstallCRD(ctx, crd); err != nil {
 		t.Fatal(err)
@@ -140,10 +171,20 @@ func TestKubebuilder(t *testing.T) {
 	if _, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "gb-config", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the operator's own logic did not run: %v", err)
 	}
+	if err := rz.await(ctx, 10*time.Second, "200 once Ready", ready); err != nil {
+		t.Error(err)
+	}
+	readyzReady := rz.latest()
 
 	// 2. A quiet restart: the new manager writes nothing about a Guestbook
 	// that is Ready for its generation.
 	m.stop()
+	// What the first manager logged from the CRD's installation to its
+	// stop is reported, not held to zero: a Guestbook's first reconciles
+	// can meet a conflict (its status written from a cached copy older
+	// than the write the reconcile before made), which controller-runtime
+	// logs, as every error a Reconcile returns, at level error.
+	firstErrors := m.errorLines(installed)
 	writes := w.writes()
 	m.start()
 	if err := m.awaitLog(ctx, 2*time.Minute, "Starting workers"); err != nil {
@@ -152,13 +193,90 @@ func TestKubebuilder(t *testing.T) {
 	w.settle(ctx, 10*time.Second)
 	restartWrites := w.writes() - writes
 
+	// Routine events under the running manager, which must log no error:
+	// a rollout of the kube-apiserver (a new one serves before the old one
+	// goes, as restart_test.go does it); a restart of it as seen through a
+	// load balancer, which answers 503 while no apiserver is behind it
+	// (apiserverDown), as one that listens before it is ready also does;
+	// then every connection cut, as the apiserver's own watch timeout cuts
+	// a watch. client-go retries a refused connection, a 429 and a watch
+	// cut short without telling the watch error handler, so the first and
+	// last events hand it nothing; in the 503s each informer's watches and
+	// lists fail, each failure handed to it, which client-go's default
+	// handler logs as an error. Each event is over once the manager has
+	// acted on a change of each kind it watches (a Guestbook's new
+	// generation made Ready, its ConfigMap, altered, made right again):
+	// both informers are live again, and nothing is failing that could log
+	// an error later, after a grace.
+	foo := 0
+	acted := func(after string) {
+		t.Helper()
+		foo++
+		// The test's own connections were cut too: a write on one fails
+		// (broken pipe) and is tried again. One change at a time: the
+		// operator's CreateOrUpdate reads the cache, so a reconcile queued
+		// while it writes the ConfigMap would meet a conflict (and log
+		// "Reconciler error") that these events do not cause.
+		var gen int64
+		patch := fmt.Appendf(nil, `{"spec":{"foo":"routine-%d"}}`, foo)
+		if err := poll(ctx, 30*time.Second, func() (bool, error) {
+			gb, err := dyn.Resource(guestbooks).Namespace(ns).Patch(ctx, "gb", types.MergePatchType, patch, metav1.PatchOptions{})
+			if err == nil {
+				gen = gb.GetGeneration()
+			}
+			return err == nil, err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.await(ctx, 2*time.Minute, "Ready=True for its new generation "+after, func(u *unstructured.Unstructured) bool {
+			return u.GetGeneration() >= gen && readyForGeneration(u)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		patch = fmt.Appendf(nil, `{"data":{"guestbook":"altered-%d"}}`, foo)
+		if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, "gb-config", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var data map[string]string
+		if err := poll(ctx, 2*time.Minute, func() (bool, error) {
+			cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "gb-config", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			data = cm.Data
+			return data["guestbook"] == "gb", nil
+		}); err != nil {
+			t.Fatalf("the altered ConfigMap was not made right %s: %v (data %v)", after, err, data)
+		}
+	}
+	routineFrom := w.tally()
+	c.RestartAPIServer()
+	acted("after the apiserver rollout")
+	unavailable := httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "application/json")
+		rw.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(rw, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server is currently unable to handle the request","reason":"ServiceUnavailable","code":503}`)
+	}))
+	t.Cleanup(unavailable.Close)
+	c.Proxy.SetBackend(unavailable.Listener.Addr().String())
+	c.Proxy.ResetAll()
+	w.settle(ctx, apiserverDown)
+	c.RestartAPIServer()
+	acted("after the apiserver restart")
+	c.Proxy.ResetAll()
+	acted("after every connection was cut")
+	routineEvents := w.tally().minus(routineFrom).events
+
 	// 3. ConfigMaps denied at startup; the manager restarted while the
 	// Guestbook is Stalled; the new one held past controller-runtime's
-	// CacheSyncTimeout (two minutes), then repaired.
+	// CacheSyncTimeout (two minutes), then repaired. Until its ConfigMaps
+	// have been listed once, the readiness probe fails.
 	m.stop()
+	routineErrors := m.errorLines(0)
 	setConfigMaps(false)
 	warnings := w.warnings()
 	started := time.Now()
+	deniedAtStartup := started
 	m.start()
 	if err := w.await(ctx, 2*time.Minute, "Stalled=True", stalled); err != nil {
 		t.Fatal(err)
@@ -167,6 +285,9 @@ func TestKubebuilder(t *testing.T) {
 	if err := w.await(ctx, 30*time.Second, "a Warning", func(*unstructured.Unstructured) bool { return w.warnings() > warnings }); err != nil {
 		t.Fatal(err)
 	}
+	if err := rz.await(ctx, 10*time.Second, "a failure while the ConfigMaps were never listed", failing); err != nil {
+		t.Error(err)
+	}
 
 	// The restart while Stalled: the new manager's ConfigMaps are denied
 	// too, so its workers wait, and it must keep the Stalled it finds: no
@@ -174,30 +295,49 @@ func TestKubebuilder(t *testing.T) {
 	// repair. That window covers the moment its informer has seen the
 	// denial for the human grace, when a Stalled lost over the restart
 	// would be written again.
+	// The manager stopped while its ConfigMaps were never listed: the
+	// lines it logs once told to stop are counted apart (controller-runtime
+	// logs one error there, for the informer that never synced).
 	before := w.tally()
+	startupErrors := [][]string{m.errorLines(0)}
 	m.stop()
+	stopErrors := len(m.errorLines(0)) - len(startupErrors[0])
 	started = time.Now()
 	m.start()
 	if err := m.awaitRecurring(ctx, 2*time.Minute, "configmaps is forbidden", wgwatch.DefaultHumanGrace+time.Second); err != nil {
 		t.Fatal(err)
 	}
+	if err := rz.await(ctx, 10*time.Second, "a failure while the ConfigMaps were never listed", failing); err != nil {
+		t.Error(err)
+	}
+	failed := time.Now()
 	w.settle(ctx, 2*time.Minute+15*time.Second-time.Since(started))
 	held := w.tally().minus(before)
 	startupWarnings := w.warnings() - warnings
 	repaired := time.Now()
+	if n := rz.count(failed, repaired, ready); n > 0 {
+		t.Errorf("the readiness probe passed %d times while the ConfigMaps, denied at startup, were never listed", n)
+	}
 	setConfigMaps(true)
 	if err := w.await(ctx, 2*time.Minute, "Ready=True after the repair", readyForGeneration); err != nil {
 		t.Fatal(err)
 	}
 	recoveredAfter := time.Since(repaired)
-	t.Logf("e2e: kubebuilder added_lines=%d ready_after=%s restart_writes=%d stalled_writes=%d stalled_events=%d stalled_left=%d stalled_after=%s warnings=%d recovered_after=%s manager_exits=%d denial=startup missing_crd=waited",
-		kubebuilder.AddedLines(), round(readyAfter), restartWrites, held.writes, held.events, held.unstalled, round(stalledAfter), startupWarnings, round(recoveredAfter), m.exits())
+	startupErrors = append(startupErrors, m.errorLines(0))
+	if err := rz.await(ctx, 30*time.Second, "200 after the repair", ready); err != nil {
+		t.Error(err)
+	}
+	readyzDenied, readyzRepaired := rz.codes(deniedAtStartup, repaired), rz.latest()
+	t.Logf("e2e: kubebuilder added_lines=%d ready_after=%s restart_writes=%d stalled_writes=%d stalled_events=%d stalled_left=%d stalled_after=%s warnings=%d recovered_after=%s manager_exits=%d error_logs=%d denial_error_logs=%d routine_events=%d stop_error_logs=%d missing_crd_error_logs=%d first_ready_error_logs=%d readyz_missing_crd=%d readyz_ready=%d readyz_denied=%s readyz_repaired=%d denial=startup missing_crd=waited",
+		kubebuilder.AddedLines(), round(readyAfter), restartWrites, held.writes, held.events, held.unstalled, round(stalledAfter), startupWarnings, round(recoveredAfter), m.exits(),
+		len(routineErrors), len(startupErrors[0])+len(startupErrors[1]), routineEvents, stopErrors, len(missingCRDErrors), len(firstErrors), readyzMissingCRD, readyzReady, readyzDenied, readyzRepaired)
 
 	// 4. ConfigMaps denied while running: RBAC is checked when a watch
 	// opens, so the connections are cut (as an apiserver's own watch
 	// timeout would, within 5 to 10 minutes for an informer).
 	warnings = w.warnings()
 	denied := time.Now()
+	deniedAt := m.logSize()
 	setConfigMaps(false)
 	c.Proxy.ResetAll()
 	if err := w.await(ctx, 2*time.Minute, "Stalled=True while running", stalled); err != nil {
@@ -212,8 +352,11 @@ func TestKubebuilder(t *testing.T) {
 		t.Fatal(err)
 	}
 	recoveredRunning := time.Since(repaired)
-	t.Logf("e2e: kubebuilder added_lines=%d ready_after=%s restart_writes=%d stalled_writes=%d stalled_events=%d stalled_left=%d stalled_after=%s warnings=%d recovered_after=%s manager_exits=%d denial=running",
-		kubebuilder.AddedLines(), round(readyAfter), restartWrites, held.writes, held.events, held.unstalled, round(stalledRunning), runningWarnings, round(recoveredRunning), m.exits())
+	runningErrors := m.errorLines(deniedAt)
+	notReady := rz.count(denied, time.Now(), func(code int) bool { return !ready(code) })
+	t.Logf("e2e: kubebuilder added_lines=%d ready_after=%s restart_writes=%d stalled_writes=%d stalled_events=%d stalled_left=%d stalled_after=%s warnings=%d recovered_after=%s manager_exits=%d error_logs=%d denial_error_logs=%d readyz_denied=%s denial=running",
+		kubebuilder.AddedLines(), round(readyAfter), restartWrites, held.writes, held.events, held.unstalled, round(stalledRunning), runningWarnings, round(recoveredRunning), m.exits(),
+		len(routineErrors), len(runningErrors), rz.codes(denied, time.Now()))
 
 	if n := kubebuilder.AddedLines(); n > 40 {
 		t.Errorf("the adoption adds %d lines of code, want at most 40", n)
@@ -231,8 +374,30 @@ func TestKubebuilder(t *testing.T) {
 	if n := m.exits(); n != 0 {
 		t.Errorf("the manager exited %d times by itself, want 0", n)
 	}
+	// The logs: routine events log no error, from any logger; a denial one
+	// per manager that meets it (an escalation), not one per retry.
+	if len(routineErrors) != 0 {
+		t.Errorf("the manager logged %d errors across routine events (its start and stop, an apiserver rollout and restart, connections cut), want 0:\n%s",
+			len(routineErrors), strings.Join(routineErrors, "\n"))
+	}
+	for i, lines := range startupErrors {
+		if len(lines) > 1 {
+			t.Errorf("manager %d of the denial at startup logged %d errors, want at most 1:\n%s", i+1, len(lines), strings.Join(lines, "\n"))
+		}
+	}
+	if len(startupErrors[1]) == 0 {
+		t.Errorf("the manager held for %s while its ConfigMaps were denied logged no error, want 1", 2*time.Minute+15*time.Second)
+	}
+	if len(runningErrors) > 1 {
+		t.Errorf("the denial while running logged %d errors, want at most 1:\n%s", len(runningErrors), strings.Join(runningErrors, "\n"))
+	}
+	// The readiness probe passes for good once every informer has synced:
+	// a later denial must not take the pod out of its Services' endpoints.
+	if notReady != 0 {
+		t.Errorf("the readiness probe failed %d times during the denial while running, want 0 (answers: %s)", notReady, rz.codes(denied, time.Now()))
+	}
 	if t.Failed() {
-		t.Logf("manager log: %s\nGuestbook history:\n%s", m.log, w.history())
+		t.Logf("manager logs: %s (the last), %s.N (the earlier ones)\nGuestbook history:\n%s", m.log, m.log, w.history())
 	}
 }
 
@@ -355,18 +520,22 @@ func impersonate(t *testing.T, path, user string) {
 }
 
 // manager runs the scaffolded binary, one process at a time, and counts
-// the times it exited without being asked to.
+// the times it exited without being asked to. Each process logs to log;
+// the one before is kept as log.1, the one before that as log.2, and so
+// on.
 type manager struct {
 	t          *testing.T
 	bin        string
 	kubeconfig string
 	log        string
+	probe      string // the health probes' host:port
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
 	done     chan struct{}
 	stopping bool
 	exited   int
+	started  int
 	out      *os.File
 }
 
@@ -374,11 +543,17 @@ func (m *manager) start() {
 	m.t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.started > 0 {
+		if err := os.Rename(m.log, fmt.Sprintf("%s.%d", m.log, m.started)); err != nil {
+			m.t.Fatal(err)
+		}
+	}
+	m.started++
 	out, err := os.OpenFile(m.log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	cmd := exec.Command(m.bin, "--kubeconfig", m.kubeconfig, "--health-probe-bind-address=0", "--metrics-bind-address=0")
+	cmd := exec.Command(m.bin, "--kubeconfig", m.kubeconfig, "--health-probe-bind-address="+m.probe, "--metrics-bind-address=0")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		m.t.Fatal(err)
@@ -421,6 +596,42 @@ func (m *manager) exits() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.exited
+}
+
+// logSize returns how many bytes the current manager has logged: an
+// offset for errorLines.
+func (m *manager) logSize() int64 {
+	fi, err := os.Stat(m.log)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// errorLine matches a line logged at level error or above, by the
+// scaffold's zap logger in development mode (timestamp, tab, level, tab,
+// logger name, tab, message: the stack trace that follows is not matched)
+// or by klog (client-go's own logging, "E0102 15:04:05.000000 ...").
+var errorLine = regexp.MustCompile(`^[^\t]+\t(ERROR|DPANIC|PANIC|FATAL)\t|^[EF]\d{4} \d\d:\d\d:\d\d\.\d{6} `)
+
+// errorLines returns the lines of the current manager's log, from byte
+// offset from on, that were logged at level error or above, from any
+// logger.
+func (m *manager) errorLines(from int64) []string {
+	data, err := os.ReadFile(m.log)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	if from > int64(len(data)) {
+		from = int64(len(data))
+	}
+	var lines []string
+	for line := range strings.SplitSeq(string(data[from:]), "\n") {
+		if errorLine.MatchString(line) {
+			lines = append(lines, line)
+		}
+	}
+	return lines
 }
 
 // awaitRecurring waits until the current manager's log shows s again at
@@ -466,6 +677,150 @@ func (m *manager) awaitLog(ctx context.Context, timeout time.Duration, s string)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("the manager's log has no %s after %s:\n%s", s, timeout, data)
+		case <-tick.C:
+		}
+	}
+}
+
+// freeAddr returns a loopback host:port that nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// readyz asks the manager's readiness probe (GET /readyz on the health
+// probe address) every 250 ms, as a kubelet would, across its restarts,
+// and keeps the answers: the HTTP status, or 0 for none (no manager
+// listening).
+type readyz struct {
+	mu      sync.Mutex
+	answers []readyzAnswer
+	changed chan struct{}
+}
+
+type readyzAnswer struct {
+	at   time.Time
+	code int
+}
+
+func ready(code int) bool   { return code == http.StatusOK }
+func failing(code int) bool { return code != 0 && code != http.StatusOK }
+
+func pollReadyz(t *testing.T, addr string) *readyz {
+	r := &readyz{changed: make(chan struct{})}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-stopped })
+	client := &http.Client{Timeout: time.Second}
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			code := 0
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
+			if resp, err := client.Do(req); err == nil {
+				code = resp.StatusCode
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			r.mu.Lock()
+			r.answers = append(r.answers, readyzAnswer{at: time.Now(), code: code})
+			close(r.changed)
+			r.changed = make(chan struct{})
+			r.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return r
+}
+
+// await waits for an answer, asked after the call, that satisfies ok.
+func (r *readyz) await(ctx context.Context, timeout time.Duration, what string, ok func(int) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	since := time.Now()
+	for {
+		r.mu.Lock()
+		changed := r.changed
+		for _, a := range r.answers {
+			if a.at.After(since) && ok(a.code) {
+				r.mu.Unlock()
+				return nil
+			}
+		}
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("readiness probe: no %s within %s (answers: %s)", what, timeout, r.codes(since, time.Now()))
+		case <-changed:
+		}
+	}
+}
+
+// latest returns the latest answer.
+func (r *readyz) latest() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.answers) == 0 {
+		return 0
+	}
+	return r.answers[len(r.answers)-1].code
+}
+
+// count returns how many answers between from and to satisfy ok.
+func (r *readyz) count(from, to time.Time, ok func(int) bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, a := range r.answers {
+		if !a.at.Before(from) && !a.at.After(to) && ok(a.code) {
+			n++
+		}
+	}
+	return n
+}
+
+// codes returns the answers between from and to, in order, each repeat
+// of the one before left out: "0,500,200".
+func (r *readyz) codes(from, to time.Time) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var codes []string
+	last := -1
+	for _, a := range r.answers {
+		if !a.at.Before(from) && !a.at.After(to) && a.code != last {
+			codes = append(codes, fmt.Sprint(a.code))
+			last = a.code
+		}
+	}
+	return strings.Join(codes, ",")
+}
+
+// poll calls done every 200 ms until it returns true, and returns its
+// last error if it has not within timeout.
+func poll(ctx context.Context, timeout time.Duration, done func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := done()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
 		case <-tick.C:
 		}
 	}
