@@ -282,8 +282,10 @@ func (o *Owner) track(key types.NamespacedName) {
 // update when either changed, then records an Event if Ready or Stalled
 // moved (a Warning only when Stalled). obj is the owner as Reconcile read
 // it; its resourceVersion is updated. A write conflict is retried after
-// reading the owner again, past the cache; other errors are returned for
-// controller-runtime to retry. Call it even when your own steps failed
+// reading the owner again, past the cache, and one that persists
+// requeues the owner shortly, quietly; a write cut short by the manager
+// stopping returns nil (the next manager reconciles again); other errors
+// are returned for controller-runtime to retry. Call it even when your own steps failed
 // (with defer), so that the owner's conditions never wait on them.
 //
 // The first call also tells the standby writer that the controller's
@@ -299,7 +301,7 @@ func (o *Owner) Status(ctx context.Context, obj client.Object) error {
 	key := client.ObjectKeyFromObject(obj)
 	o.track(key)
 	first := true
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		target := obj
 		if !first {
 			fresh, err := o.newObj()
@@ -318,6 +320,34 @@ func (o *Owner) Status(ctx context.Context, obj client.Object) error {
 		}
 		return err
 	})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The manager is stopping: the next one reconciles the owner
+		// again. Nothing failed that a log at error level should show.
+		return nil
+	case apierrors.IsConflict(err):
+		// Someone else wrote the owner each time it was read again: look
+		// again shortly, quietly (controller-runtime logs every error a
+		// Reconcile returns at error level, and a conflict is routine).
+		o.requeueAfter(key, conflictRetry)
+		return nil
+	}
+	return err
+}
+
+// conflictRetry is how soon an owner whose status write kept conflicting
+// is reconciled again.
+const conflictRetry = 200 * time.Millisecond
+
+// requeueAfter queues key for the controller after d, once its sources
+// have started.
+func (o *Owner) requeueAfter(key types.NamespacedName, d time.Duration) {
+	o.mu.Lock()
+	q := o.queue
+	o.mu.Unlock()
+	if q != nil {
+		q.AddAfter(reconcile.Request{NamespacedName: key}, d)
+	}
 }
 
 // write writes obj's trio and observedGeneration when they changed, and

@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -608,5 +610,45 @@ func TestOwnerObservesFirstReady(t *testing.T) {
 	}
 	if n := count(); n != 1 {
 		t.Errorf("time_to_first_ready observations = %d, want 1", n)
+	}
+}
+
+// A status write that keeps conflicting is not an error a Reconcile
+// returns (controller-runtime would log it at error level): Status
+// requeues the owner, quietly. A write that fails as the manager stops
+// is not one either; any other failure is.
+func TestStatusConflictIsQuiet(t *testing.T) {
+	gb := &Guestbook{ObjectMeta: metav1.ObjectMeta{Name: gbKey.Name, Namespace: gbKey.Namespace, Generation: 1}}
+	base := fake.NewClientBuilder().WithScheme(newScheme()).WithObjects(gb).WithStatusSubresource(gb).Build()
+	var fail error
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			return fail
+		},
+	})
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10)}, &Guestbook{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &GuestbookReconciler{Client: c, Readiness: owner}
+	req := ctrl.Request{NamespacedName: gbKey}
+
+	fail = apierrors.NewConflict(schema.GroupResource{Group: "webapp.example.com", Resource: "guestbooks"}, gbKey.Name, errors.New("the object has been modified"))
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Errorf("conflicts: Reconcile() = %v, want nil", err)
+	}
+	fail = apierrors.NewInternalError(errors.New("etcd timed out"))
+	if _, err := r.Reconcile(t.Context(), req); !apierrors.IsInternalError(err) {
+		t.Errorf("a 500: Reconcile() = %v, want it returned", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	fail = ctx.Err()
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Errorf("the manager stopping: Reconcile() = %v, want nil", err)
 	}
 }
