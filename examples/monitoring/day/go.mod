@@ -23,7 +23,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.74.0
 	github.com/prometheus/prometheus v0.314.0
-	github.com/watchgrade/watchgrade v0.0.0-00010101000000-000000000000
+	github.com/watchgrade/watchgrade v0.1.0
 	github.com/watchgrade/watchgrade/examples v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.6
 	k8s.io/api v0.37.2
@@ -152,3 +152,5 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/watchgrade/watchgrade/examples/wgctrl => ../../wgctrl
