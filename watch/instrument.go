@@ -204,11 +204,13 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 	i.wake(ctx)
 	replay := options.SendInitialEvents != nil && *options.SendInitialEvents
 	stage := StageOpen
+	if replay {
+		stage = StageReplay
+	}
 	var start time.Time
 	var w apiwatch.Interface
 	for {
 		if replay {
-			stage = StageReplay
 			i.relist()
 		}
 		start = i.clock.Now()
@@ -294,9 +296,6 @@ func (i *InstrumentedListerWatcher) end(ctx context.Context, r result, start tim
 
 // live publishes Streaming when a session goes live.
 func (i *InstrumentedListerWatcher) live() {
-	i.mu.Lock()
-	i.backoff.Reset()
-	i.mu.Unlock()
 	i.esc.live(informerStreaming, func() bool {
 		i.mu.Lock()
 		defer i.mu.Unlock()
