@@ -79,8 +79,10 @@ type InstrumentedListerWatcher struct {
 	// relisted is true when the informer started a relist (a List, or a
 	// watch-list) since the last ending: the replay of the next Ending.
 	relisted bool
-	// backoff paces the calls retried for a refused connection.
+	// backoff paces the calls retried for a refused connection; rand
+	// draws its jitter, in [0, 1).
 	backoff backoff.Backoff
+	rand    func() float64
 }
 
 var (
@@ -122,7 +124,8 @@ func Instrument(lw cache.ListerWatcher, opts InstrumentOptions) (*InstrumentedLi
 		clock:          opts.Clock,
 		idle:           true,
 		state:          State{Stream: opts.Name, Resource: opts.Resource, Phase: PhaseStarting, Reason: ReasonStarting},
-		backoff:        backoff.Backoff{Initial: DefaultInitialBackoff, Max: DefaultMaxBackoff},
+		backoff:        backoff.Backoff{Initial: DefaultInitialBackoff, Max: DefaultMaxBackoff, Rand: rand.Float64},
+		rand:           rand.Float64,
 	}
 	i.esc = escalator{clock: opts.Clock, publish: i.publishLocked}
 	return i, nil
@@ -256,7 +259,7 @@ func (i *InstrumentedListerWatcher) again(ctx context.Context, err error, v Verd
 		return false
 	}
 	i.mu.Lock()
-	d := backoffWait(v, &i.backoff, 3*i.opts.Policy.ShortSession, rand.Float64)
+	d := backoffWait(v, &i.backoff, 3*i.opts.Policy.ShortSession, i.rand)
 	i.mu.Unlock()
 	return sleep(ctx, i.clock, d)
 }
