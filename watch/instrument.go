@@ -65,20 +65,15 @@ type InstrumentedListerWatcher struct {
 	watchListUnsup bool
 	opts           InstrumentOptions
 	clock          clock.Clock
-	esc            escalator
+	// pub publishes what the informer's health fold says.
+	pub *publisher
 
 	mu sync.Mutex
 	// idle is true until the informer's first call, and again after its
 	// teardown: the history starts over at its next call, so a standby
 	// before the informer runs (a leader election, a manager built long
 	// before it starts) is not counted as trouble.
-	idle   bool
-	hist   history
-	state  State
-	steady steadiness
-	// relisted is true when the informer started a relist (a List, or a
-	// watch-list) since the last ending: the replay of the next Ending.
-	relisted bool
+	idle bool
 	// backoff paces the calls retried for a refused connection; rand
 	// draws its jitter, in [0, 1).
 	backoff backoff.Backoff
@@ -123,11 +118,10 @@ func Instrument(lw cache.ListerWatcher, opts InstrumentOptions) (*InstrumentedLi
 		opts:           opts,
 		clock:          opts.Clock,
 		idle:           true,
-		state:          State{Stream: opts.Name, Resource: opts.Resource, Phase: PhaseStarting, Reason: ReasonStarting},
+		pub:            newPublisher(opts.Clock, opts.Observer, newHealth(opts.Name, opts.Resource, opts.Policy, true)),
 		backoff:        backoff.Backoff{Initial: DefaultInitialBackoff, Max: DefaultMaxBackoff, Rand: rand.Float64},
 		rand:           rand.Float64,
 	}
-	i.esc = escalator{clock: opts.Clock, publish: i.publishLocked}
 	return i, nil
 }
 
@@ -139,11 +133,7 @@ func (i *InstrumentedListerWatcher) IsWatchListSemanticsUnSupported() bool {
 }
 
 // State returns the informer's current state.
-func (i *InstrumentedListerWatcher) State() State {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.state
-}
+func (i *InstrumentedListerWatcher) State() State { return i.pub.current() }
 
 // List calls ListWithContext with a background context.
 func (i *InstrumentedListerWatcher) List(options metav1.ListOptions) (runtime.Object, error) {
@@ -156,7 +146,7 @@ func (i *InstrumentedListerWatcher) ListWithContext(ctx context.Context, options
 	i.wake(ctx)
 	for {
 		if options.Continue == "" {
-			i.relist()
+			i.relist(ctx)
 		}
 		start := i.clock.Now()
 		obj, err := i.inner.ListWithContext(ctx, options)
@@ -170,30 +160,20 @@ func (i *InstrumentedListerWatcher) ListWithContext(ctx context.Context, options
 }
 
 // wake starts the history at the informer's first call, and after a
-// teardown, and arms what is published if its first session never goes
-// live.
+// teardown.
 func (i *InstrumentedListerWatcher) wake(ctx context.Context) {
 	i.mu.Lock()
 	idle := i.idle
-	if idle {
-		i.idle = false
-		i.hist = newHistory(i.clock.Now())
-	}
+	i.idle = false
 	i.mu.Unlock()
 	if idle {
-		i.esc.verdict(Verdict{Escalations: startEscalations(i.opts.Policy, false)}, ctx.Done())
+		i.pub.record(fact{kind: factStart}, ctx.Done())
 	}
 }
 
 // relist records that the informer started a relist.
-func (i *InstrumentedListerWatcher) relist() {
-	i.mu.Lock()
-	i.relisted = true
-	starting := i.state.Phase == PhaseStarting
-	i.mu.Unlock()
-	if starting {
-		i.esc.now(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the informer is listing the collection for the first time"})
-	}
+func (i *InstrumentedListerWatcher) relist(ctx context.Context) {
+	i.pub.record(fact{kind: factReplay, initial: true}, ctx.Done())
 }
 
 // Watch calls WatchWithContext with a background context.
@@ -214,7 +194,7 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 	var w apiwatch.Interface
 	for {
 		if replay {
-			i.relist()
+			i.relist(ctx)
 		}
 		start = i.clock.Now()
 		var err error
@@ -241,8 +221,6 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 	return g, nil
 }
 
-var informerStreaming = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the informer is delivering live events"}
-
 // again reports whether a List or a watch open that failed with err,
 // graded v, is made again by Instrument itself, after it has waited as a
 // Stream would (its backoff, and a look before the escalation), rather
@@ -266,58 +244,19 @@ func (i *InstrumentedListerWatcher) again(ctx context.Context, err error, v Verd
 
 // end grades one session ending and reports it.
 func (i *InstrumentedListerWatcher) end(ctx context.Context, r result, start time.Time) Verdict {
-	i.mu.Lock()
-	now := i.clock.Now()
-	e := Ending{
+	v := i.pub.record(fact{kind: factEnd, since: start, ending: Ending{
 		OwnerDone: ctx.Err() != nil, Stage: r.stage, Cause: r.cause, Err: r.err,
-		Duration: now.Sub(start), Events: r.events, Live: r.live,
-	}
-	relisted := i.relisted
-	i.relisted = false
-	i.hist.fill(&e, now, relisted)
-	v := Grade(e, i.opts.Policy)
+		Events: r.events, Live: r.live,
+	}}, ctx.Done())
+	i.mu.Lock()
+	defer i.mu.Unlock()
 	if v.Healthy {
 		i.backoff.Reset()
 	}
-	if v.Next != NextStop {
-		i.hist.record(e, v, now)
-	} else {
+	if v.Next == NextStop {
 		i.idle = true
 	}
-	i.mu.Unlock()
-	i.opts.Observer.SessionEnded(SessionEnd{
-		Stream: i.opts.Name, Resource: i.opts.Resource, Verdict: v,
-		Stage: e.Stage, Duration: e.Duration, Events: e.Events, Err: e.Err,
-	})
-	if v.Next == NextStop {
-		i.esc.stop()
-		return v
-	}
-	i.esc.verdict(v, ctx.Done())
 	return v
-}
-
-// live publishes Streaming when a session goes live.
-func (i *InstrumentedListerWatcher) live() {
-	i.esc.live(informerStreaming, func() bool {
-		i.mu.Lock()
-		defer i.mu.Unlock()
-		return i.state.Phase == PhaseStreaming
-	})
-}
-
-// publishLocked makes st current and tells the observer; the escalator's
-// mutex is held.
-func (i *InstrumentedListerWatcher) publishLocked(st State) {
-	st.Stream, st.Resource = i.opts.Name, i.opts.Resource
-	i.mu.Lock()
-	if i.steady.keep(i.state, st) {
-		i.mu.Unlock()
-		return
-	}
-	i.state = st
-	i.mu.Unlock()
-	i.opts.Observer.StateChanged(st)
 }
 
 // gradedWatch forwards an informer's watch and grades how it ends.
@@ -418,7 +357,7 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			caughtUp = caughtUp || waited
 			if !got || (open && ev.Type != apiwatch.Error && caughtUp && g.parent.clock.Since(openedAt) >= g.parent.opts.Policy.ShortSession) {
 				opened, r.live = false, true
-				g.parent.live()
+				g.parent.pub.record(fact{kind: factLive}, g.ctx.Done())
 			}
 		}
 		if !got {

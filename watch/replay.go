@@ -22,15 +22,12 @@ const watchListRetry = time.Hour
 // replay rebuilds the consumer's view: a watch-list where the server
 // supports it, otherwise LIST then WATCH.
 func (s *Stream) replay(ctx context.Context) result {
-	if s.initialSync {
-		// Started without a cursor. (One started from a cursor that
-		// expired is not syncing for the first time.)
-		s.initialSync = false
-		s.esc.now(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the stream is listing the collection for the first time"})
-	}
-	r := s.replayOnce(ctx)
-	r.replayed = true
-	return r
+	// Started without a cursor, the first replay is an initial sync. (One
+	// started from a cursor that expired is not syncing for the first
+	// time.)
+	s.pub.record(fact{kind: factReplay, initial: s.initialSync}, nil)
+	s.initialSync = false
+	return s.replayOnce(ctx)
 }
 
 func (s *Stream) replayOnce(ctx context.Context) result {

@@ -33,16 +33,12 @@ type result struct {
 	events int
 	// live is true when the session went live (see Ending.Live).
 	live bool
-	// replayed is true when the session started a replay, and served when
-	// the server served it (a page of the LIST answered, the watch-list
-	// opened).
-	replayed, served bool
+	// served is true when the session's replay was served (a page of the
+	// LIST answered, the watch-list opened).
+	served bool
 	// refused is true when a watch-list's first event was an ERROR that
 	// refuses the watch-list (see refusesInStream).
 	refused bool
-	// stalledAt is set when a handler stall was published in the session
-	// and it has not gone live since: the session was live until then.
-	stalledAt time.Time
 }
 
 // Session lifetimes the stream enforces itself, past what it asked the
@@ -134,7 +130,6 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		if checkTimer != nil {
 			checkTimer.Stop()
 		}
-		s.live.Store(false)
 	}()
 	// In doubt (the stream has not been live since its last session
 	// ended in trouble), a session from a cursor goes live only once the
@@ -155,7 +150,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			due = true
 			return
 		}
-		r.live, r.stalledAt = true, time.Time{}
+		r.live = true
 		s.goneLive()
 	}
 	if cursor != "" {
@@ -347,13 +342,11 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			wasOpened := opened
 			s.stall.enter(s)
 			err = s.handler.Event(ctx, ev)
-			stalledAt := s.stall.leave()
-			switch {
-			case !stalledAt.IsZero():
+			switch stalled := s.stall.leave(); {
+			case stalled:
 				// Live only until the call began; live again once the
 				// session, if the server did not close it meanwhile,
 				// stays open for ShortSession.
-				r.stalledAt = stalledAt
 				if healthyTimer != nil {
 					healthyTimer.Stop()
 				}

@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,9 +34,6 @@ type stallWatch struct {
 	mu      sync.Mutex
 	running bool
 	timer   stopper
-	// stalledAt is when the call whose stall was published began (as the
-	// timer saw it).
-	stalledAt time.Time
 	// seen is the value of calls when the call in progress was first
 	// seen, at since.
 	seen  uint64
@@ -81,17 +77,14 @@ func (w *stallWatch) enter(s *Stream) {
 // session was live until then, and, if it is still open, must stay open
 // for ShortSession again before the stream is Streaming (the server may
 // have closed it meanwhile). It returns the zero time otherwise.
-func (w *stallWatch) leave() time.Time {
+func (w *stallWatch) leave() bool {
 	w.calls.Add(1)
 	if !w.stalled.Load() {
-		return time.Time{}
+		return false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.stalled.CompareAndSwap(true, false) {
-		return time.Time{}
-	}
-	return w.stalledAt
+	return w.stalled.CompareAndSwap(true, false)
 }
 
 func (w *stallWatch) arm(s *Stream) {
@@ -128,32 +121,20 @@ func (w *stallWatch) check(s *Stream) {
 		w.seen, w.since = w.calls.Load(), now
 	case calls != w.seen:
 		w.seen, w.since = calls, now
-	case s.live.Load():
-		var st State
-		switch stuck := now.Sub(w.since); {
-		case stuck >= p.ProgressDeadline:
-			st = State{Phase: PhaseBlocked, Reason: ReasonProgressDeadlineExceeded, NeedsHuman: true,
-				Message: fmt.Sprintf("no progress for over %s: the handler has not returned", p.ProgressDeadline)}
-		case stuck >= p.TransientGrace:
-			st = State{Phase: PhaseBlocked, Reason: ReasonHandlerStalled,
-				Message: fmt.Sprintf("the handler has not returned for over %s", p.TransientGrace)}
+	default:
+		// Set before the last look, so that a call returning now either
+		// is seen here or sees the stall in leave. A stall taken by an
+		// earlier look stays set: the call that returns now must find it
+		// in leave, to be watched for ShortSession again.
+		was := w.stalled.Swap(true)
+		switch {
+		case w.calls.Load() != calls:
+			w.seen, w.since = w.calls.Load(), now
+		case s.pub.stuck(w.since):
+			was = true
 		}
-		if st.Phase != "" {
-			// Set before the last look, so that a call returning now
-			// either is seen here or sees the stall in leave. A stall
-			// published by an earlier look stays set: the call that
-			// returns now must find it in leave, to be watched for
-			// ShortSession again.
-			was := w.stalled.Swap(true)
-			if w.calls.Load() != calls {
-				if !was {
-					w.stalled.Store(false)
-				}
-				w.seen, w.since = w.calls.Load(), now
-				break
-			}
-			w.stalledAt = w.since
-			s.esc.now(st)
+		if !was {
+			w.stalled.Store(false)
 		}
 	}
 	w.timer = afterFunc(s.clock, p.TransientGrace/stallSteps, func() { w.check(s) })

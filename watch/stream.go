@@ -251,9 +251,8 @@ type Stream struct {
 	opts    StreamOptions
 	clock   clock.Clock
 	running atomic.Bool
-	esc     escalator
-	// live is true while the current session is live.
-	live  atomic.Bool
+	// pub publishes what the stream's health fold says.
+	pub   *publisher
 	stall stallWatch
 
 	// Owned by the goroutine in Run.
@@ -283,10 +282,6 @@ type Stream struct {
 
 	mu     sync.Mutex
 	cursor string
-	state  State
-	steady steadiness
-	// announced is false until observers have heard of the stream.
-	announced bool
 }
 
 // NewStream returns a stream of the collection that lw lists and watches,
@@ -333,15 +328,12 @@ func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, 
 		// before the stream is Streaming on it.
 		doubt: opts.Cursor != "" && opts.CursorCheck > 0,
 	}
-	s.esc = escalator{clock: opts.Clock, publish: s.publishLocked}
-	s.state = s.stamp(startingState)
+	s.pub = newPublisher(opts.Clock, opts.Observer, newHealth(opts.Name, opts.Resource, opts.Policy, false))
 	return s, nil
 }
 
 // replayBurst is how many replays a stream may make at once.
 const replayBurst = 3
-
-var startingState = State{Phase: PhaseStarting, Reason: ReasonStarting, Message: "the stream has not opened a session yet"}
 
 // Cursor returns the resourceVersion of the last event or bookmark the
 // stream delivered or acknowledged, or "" while it has none (before the first
@@ -353,11 +345,7 @@ func (s *Stream) Cursor() string {
 }
 
 // State returns the stream's current state.
-func (s *Stream) State() State {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.state
-}
+func (s *Stream) State() State { return s.pub.current() }
 
 // Run runs the stream on the calling goroutine until ctx is done, then
 // returns nil. Ending the stream is routine: a session open at that moment
@@ -374,15 +362,11 @@ func (s *Stream) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer s.running.Store(false)
-	defer s.esc.stop()
+	defer s.pub.stop()
 	s.stall.start()
 	defer s.stall.stop()
 
-	s.esc.now(startingState)
-	// Until a session ends there is no ending to grade: what the stream
-	// publishes if its first session never goes live.
-	s.esc.verdict(Verdict{Escalations: startEscalations(s.opts.Policy, s.Cursor() != "")}, nil)
-	hist := newHistory(s.clock.Now())
+	s.pub.record(fact{kind: factStart, resuming: s.Cursor() != ""}, nil)
 	if s.Cursor() == "" && !s.waitReplay(ctx, 0) {
 		return nil
 	}
@@ -396,38 +380,18 @@ func (s *Stream) Run(ctx context.Context) error {
 			r = s.resume(ctx, startCursor)
 		}
 		s.replayDone(r)
-		now := s.clock.Now()
-		if !r.stalledAt.IsZero() {
-			// The session was live until its handler stalled, not
-			// since: its trouble began then.
-			hist = newHistory(r.stalledAt)
-			r.live = false
-		}
-		e := Ending{
-			OwnerDone: ctx.Err() != nil,
-			Stage:     r.stage,
-			Cause:     r.cause,
-			Err:       r.err,
-			Duration:  now.Sub(start),
-			Events:    r.events,
-			Live:      r.live,
-		}
-		hist.fill(&e, now, r.replayed)
-		v := Grade(e, s.opts.Policy)
-		s.opts.Observer.SessionEnded(SessionEnd{
-			Stream: s.opts.Name, Resource: s.opts.Resource, Verdict: v,
-			Stage: e.Stage, Duration: e.Duration, Events: e.Events, Err: e.Err,
-		})
+		v := s.pub.record(fact{kind: factEnd, since: start, ending: Ending{
+			OwnerDone: ctx.Err() != nil, Stage: r.stage, Cause: r.cause, Err: r.err,
+			Events: r.events, Live: r.live,
+		}}, nil)
 		if v.Next == NextStop {
 			return nil
 		}
-		hist.record(e, v, now)
 		if v.Healthy {
 			s.backoff.Reset()
 		} else if s.opts.CursorCheck > 0 {
 			s.doubt = true
 		}
-		s.esc.verdict(v, nil)
 		if v.Next == NextReplay {
 			s.noteReplayCause(r.err)
 			s.setCursor("")
@@ -492,36 +456,5 @@ func (s *Stream) setCursor(rv string) {
 	s.mu.Unlock()
 }
 
-// stamp fills in the stream's identity.
-func (s *Stream) stamp(st State) State {
-	st.Stream, st.Resource = s.opts.Name, s.opts.Resource
-	return st
-}
-
-// publishLocked makes st the current state and tells the observer, unless
-// it says nothing new (see keepState). The escalator's mutex is held.
-func (s *Stream) publishLocked(st State) {
-	st = s.stamp(st)
-	s.mu.Lock()
-	if s.announced && s.steady.keep(s.state, st) {
-		s.mu.Unlock()
-		return
-	}
-	s.state, s.announced = st, true
-	s.mu.Unlock()
-	s.opts.Observer.StateChanged(st)
-}
-
-var streamingState = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the stream is delivering live events"}
-
-// goneLive is called once per session, when it goes live, and when a
-// stalled handler returns: it cancels any escalation and publishes
-// Streaming unless that is the state already.
-func (s *Stream) goneLive() {
-	s.live.Store(true)
-	s.esc.live(streamingState, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.announced && s.state.Phase == PhaseStreaming
-	})
-}
+// goneLive is called when the session goes live.
+func (s *Stream) goneLive() { s.pub.record(fact{kind: factLive}, nil) }

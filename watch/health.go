@@ -1,0 +1,351 @@
+package watch
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
+)
+
+// health is what a stream, or an instrumented informer, publishes over
+// time: the over-time counterpart of [Grade]. It is a value and a pure
+// step. A driver records each fact it observes with step and publishes
+// exactly the states step returns; due is the next instant a tick can
+// publish something. No clock, no I/O, no lock: the driver's guards it.
+// The package doc's table "What is published when" is this step, row by
+// row, and TestPublishedWhen is the table.
+type health struct {
+	name     string
+	resource schema.GroupResource
+	policy   Policy
+	// informer is true for an instrumented informer: it announces no
+	// Starting, and its messages name the informer.
+	informer bool
+
+	hist history
+	// cur is the state last published; announced is false until one was.
+	cur       State
+	announced bool
+	steady    steadiness
+	// live is true while a session is live; replayed when a replay began
+	// since the last ending.
+	live, replayed bool
+	// stalledAt is when the handler call whose stall is published began;
+	// zero when none is.
+	stalledAt time.Time
+	// pending are the escalations still to come, each due After base.
+	pending []Escalation
+	base    time.Time
+}
+
+// factKind is what a driver observed.
+type factKind uint8
+
+const (
+	// factStart: a Stream's Run began, or an informer made its first call
+	// (again after a teardown).
+	factStart factKind = iota
+	// factReplay: a replay began (a LIST, a watch-list).
+	factReplay
+	// factLive: the session went live.
+	factLive
+	// factEnd: a session ended.
+	factEnd
+	// factStuck: a handler call has been in progress since fact.since.
+	factStuck
+	// factTick: time passed.
+	factTick
+)
+
+// fact is one observation, stamped by the driver.
+type fact struct {
+	kind factKind
+	at   time.Time
+	// resuming (factStart): the stream resumes from a cursor.
+	resuming bool
+	// initial (factReplay): a first replay, of a stream that never had a
+	// cursor.
+	initial bool
+	// ending (factEnd): the session's ending; history is filled in here.
+	ending Ending
+	// since is when the call in progress began (factStuck), or the
+	// session (factEnd).
+	since time.Time
+}
+
+func newHealth(name string, resource schema.GroupResource, p Policy, informer bool) health {
+	h := health{name: name, resource: resource, policy: p, informer: informer}
+	h.cur = h.stamp(startingState)
+	// An informer's Starting is where it is, not news.
+	h.announced = informer
+	return h
+}
+
+var (
+	startingState  = State{Phase: PhaseStarting, Reason: ReasonStarting, Message: "the stream has not opened a session yet"}
+	streamingState = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the stream is delivering live events"}
+)
+
+// step records f and returns the states to publish, in order, and for
+// factEnd the ending's verdict.
+func (h *health) step(f fact) (v Verdict, out []State) {
+	show := func(st State) {
+		st = h.stamp(st)
+		if h.announced && h.steady.keep(h.cur, st) {
+			return
+		}
+		h.cur, h.announced = st, true
+		out = append(out, st)
+	}
+	switch f.kind {
+	case factStart:
+		h.hist, h.live, h.replayed, h.stalledAt = newHistory(f.at), false, false, time.Time{}
+		if !h.informer {
+			show(startingState)
+		}
+		h.arm(startEscalations(h.policy, f.resuming), f.at)
+	case factReplay:
+		h.replayed = true
+		if f.initial && h.cur.Phase == PhaseStarting {
+			show(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the " + h.subject() + " is listing the collection for the first time"})
+		}
+	case factLive:
+		h.live, h.stalledAt = true, time.Time{}
+		h.arm(nil, f.at)
+		if !h.announced || h.cur.Phase != PhaseStreaming {
+			show(State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the " + h.subject() + " is delivering live events"})
+		}
+	case factEnd:
+		e := f.ending
+		if !h.stalledAt.IsZero() {
+			// Live until its handler stalled, not since: the trouble
+			// began then.
+			h.hist, e.Live = newHistory(h.stalledAt), false
+		}
+		h.live, h.stalledAt = false, time.Time{}
+		h.hist.fill(&e, f.at, h.replayed)
+		h.replayed = false
+		v = Grade(e, h.policy)
+		h.arm(nil, f.at)
+		if v.Next == NextStop {
+			return v, out
+		}
+		h.hist.record(e, v, f.at)
+		if v.Publish {
+			show(v.State)
+		}
+		h.arm(v.Escalations, f.at)
+	case factStuck:
+		if !h.live {
+			// Not live: the escalations cover it.
+			break
+		}
+		p := h.policy
+		switch stuck := f.at.Sub(f.since); {
+		case stuck >= p.ProgressDeadline:
+			h.stalledAt = f.since
+			show(State{Phase: PhaseBlocked, Reason: ReasonProgressDeadlineExceeded, NeedsHuman: true,
+				Message: fmt.Sprintf("no progress for over %s: the handler has not returned", p.ProgressDeadline)})
+		case stuck >= p.TransientGrace:
+			h.stalledAt = f.since
+			show(State{Phase: PhaseBlocked, Reason: ReasonHandlerStalled,
+				Message: fmt.Sprintf("the handler has not returned for over %s", p.TransientGrace)})
+		}
+	case factTick:
+		for len(h.pending) > 0 && !f.at.Before(h.base.Add(h.pending[0].After)) {
+			show(h.pending[0].State)
+			h.pending = h.pending[1:]
+		}
+	}
+	return v, out
+}
+
+// due returns when a tick next publishes something, zero if none will.
+func (h *health) due() time.Time {
+	if len(h.pending) == 0 {
+		return time.Time{}
+	}
+	return h.base.Add(h.pending[0].After)
+}
+
+// arm replaces what is pending with escalations, due from base.
+func (h *health) arm(escalations []Escalation, base time.Time) {
+	h.pending, h.base = escalations, base
+}
+
+func (h *health) stamp(st State) State {
+	st.Stream, st.Resource = h.name, h.resource
+	return st
+}
+
+func (h *health) subject() string {
+	if h.informer {
+		return "informer"
+	}
+	return "stream"
+}
+
+// steadiness keeps a stream's published state steady under a fault that
+// does not change: its sessions may end in different ways (a cut session,
+// then a replay after an expiry, then a handler's error), and publishing
+// each would make the state, and a Ready condition built on it, flip back
+// and forth. Streaming, and needing a human, always go through.
+type steadiness struct {
+	// pending is the Blocked reason the stream would switch to, and
+	// seen how many times in a row it was asked to.
+	pending Reason
+	seen    int
+}
+
+// switchAfter is how many times in a row a blocked stream must be asked
+// to publish another reason before it does: a fault that changes shows
+// in every ending, one that ends sessions in different ways does not.
+const switchAfter = 3
+
+// keep reports whether a stream in state cur keeps it rather than publish
+// next: next differs only in its message (then nothing changes, so State
+// and observers agree); next is Replaying while cur is Blocked (a stream
+// that is blocked and replays has made no progress); next is the progress
+// deadline while cur already needs a human for a cause of its own (it
+// still does); or both are Blocked without needing a human and next's
+// reason has not been asked for switchAfter times in a row.
+func (k *steadiness) keep(cur, next State) bool {
+	if next.Phase != PhaseBlocked || cur.Phase != PhaseBlocked || next.NeedsHuman || cur.NeedsHuman {
+		k.pending, k.seen = "", 0
+	}
+	switch {
+	case cur.Phase == next.Phase && cur.Reason == next.Reason && cur.NeedsHuman == next.NeedsHuman:
+		return true
+	case next.Phase == PhaseReplaying && cur.Phase == PhaseBlocked:
+		return true
+	case next.Reason == ReasonProgressDeadlineExceeded && cur.NeedsHuman:
+		return true
+	case next.Phase == PhaseBlocked && cur.Phase == PhaseBlocked && !next.NeedsHuman && !cur.NeedsHuman:
+		if k.pending != next.Reason {
+			k.pending, k.seen = next.Reason, 0
+		}
+		k.seen++
+		if k.seen < switchAfter {
+			return true
+		}
+		k.pending, k.seen = "", 0
+	}
+	return false
+}
+
+// publisher drives a health fold for a Stream or an instrumented
+// informer: it stamps each fact with the time, steps the fold under one
+// lock, tells the observer what the step says (the package's only path to
+// an Observer), and keeps one timer at the fold's due time. The lock
+// serialises every step and every observer call, so an escalation can
+// never land after the Streaming that cancelled it.
+//
+// It owns no goroutine: the timer is clock.AfterFunc where the clock has
+// it, whose callback runs only when it fires.
+type publisher struct {
+	clock    clock.Clock
+	observer Observer
+
+	mu sync.Mutex
+	h  health
+	// done, when closed, stops what the timer would publish: the context
+	// of an informer's last call.
+	done    <-chan struct{}
+	stopped bool
+	timer   stopper
+	gen     uint64
+
+	// stateMu guards state, the state last published, for State(): an
+	// observer may ask for it while it is told.
+	stateMu sync.Mutex
+	state   State
+}
+
+func newPublisher(c clock.Clock, o Observer, h health) *publisher {
+	return &publisher{clock: c, observer: o, h: h, state: h.cur}
+}
+
+// record steps the fold with f and returns the verdict of a factEnd;
+// done replaces the channel that stops the timer (nil: never).
+func (p *publisher) record(f fact, done <-chan struct{}) Verdict {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done, p.stopped = done, false
+	return p.stepLocked(f)
+}
+
+// stuck records that a handler call has been in progress since since,
+// and reports whether the fold took it as a stall.
+func (p *publisher) stuck(since time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return false
+	}
+	p.stepLocked(fact{kind: factStuck, since: since})
+	return p.h.stalledAt.Equal(since)
+}
+
+// stop cancels the timer: nothing is published after it returns.
+func (p *publisher) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	p.cancelLocked()
+}
+
+func (p *publisher) current() State {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	return p.state
+}
+
+func (p *publisher) stepLocked(f fact) Verdict {
+	f.at = p.clock.Now()
+	if f.kind == factEnd {
+		f.ending.Duration = f.at.Sub(f.since)
+	}
+	v, out := p.h.step(f)
+	if f.kind == factEnd {
+		e := f.ending
+		p.observer.SessionEnded(SessionEnd{Stream: p.h.name, Resource: p.h.resource, Verdict: v,
+			Stage: e.Stage, Duration: e.Duration, Events: e.Events, Err: e.Err})
+	}
+	for _, st := range out {
+		p.stateMu.Lock()
+		p.state = st
+		p.stateMu.Unlock()
+		p.observer.StateChanged(st)
+	}
+	p.cancelLocked()
+	if due := p.h.due(); !due.IsZero() && !p.stopped {
+		gen := p.gen
+		p.timer = afterFunc(p.clock, due.Sub(f.at), func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.gen == gen && !p.stopped && !isDone(p.done) {
+				p.stepLocked(fact{kind: factTick})
+			}
+		})
+	}
+	return v
+}
+
+func (p *publisher) cancelLocked() {
+	p.gen++
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+}
+
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
