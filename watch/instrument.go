@@ -316,54 +316,26 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 	if g.replay {
 		r.stage = StageReplay
 	}
-	// The session goes live once it has stayed open for ShortSession
-	// after the relist, if it was one; what it delivers before that does
-	// not make it live (see Stream).
-	var healthy <-chan time.Time
-	var timer clock.Timer
-	arm := func() {
-		timer = g.parent.clock.NewTimer(g.parent.opts.Policy.ShortSession)
-		healthy = timer.C()
-	}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	// When the session goes live: see liveness.
+	l := liveness{clock: g.parent.clock, short: g.parent.opts.Policy.ShortSession}
+	defer l.stop()
 	if !g.replay {
-		arm()
+		l.count()
 	}
 	in := g.inner.ResultChan()
-	// opened is true once the session has stayed open for ShortSession
-	// and is not live yet: it goes live once what the server sent before
-	// then is forwarded (see Stream.consume).
-	opened, caughtUp := false, false
-	var openedAt time.Time
 	for {
 		var ev apiwatch.Event
-		var open, got, waited bool
-		if healthy != nil {
-			select {
-			case <-healthy:
-				healthy, opened, openedAt, caughtUp = nil, true, g.parent.clock.Now(), false
-			default:
-			}
-		}
-		if opened {
-			// Quiet, or still busy ShortSession later having caught up
-			// once, but not on what ends the session (see
-			// Stream.consume).
-			ev, open, got, waited = settled(in)
-			caughtUp = caughtUp || waited
-			if !got || (open && ev.Type != apiwatch.Error && caughtUp && g.parent.clock.Since(openedAt) >= g.parent.opts.Policy.ShortSession) {
-				opened, r.live = false, true
+		var open, got, live bool
+		if l.poll(); l.opened {
+			if ev, open, got, _, live = l.take(in); live {
+				r.live = true
 				g.parent.pub.record(fact{kind: factLive}, g.ctx.Done())
 			}
 		}
 		if !got {
 			// Take a ready event without the cost of a multi-way select
-			// (the healthy timer was polled above), after a cheap check
-			// that the consumer has not stopped the watch.
+			// (the count was polled above), after a cheap check that the
+			// consumer has not stopped the watch.
 			select {
 			case <-g.stop:
 				r.cause = ""
@@ -381,8 +353,7 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			case <-g.stop:
 				r.cause = ""
 				return r, graded
-			case <-healthy:
-				healthy, opened, openedAt = nil, true, g.parent.clock.Now()
+			case <-l.ran():
 				continue
 			case ev, open = <-in:
 			}
@@ -398,7 +369,7 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			case apiwatch.Bookmark:
 				if r.stage == StageReplay && isInitialEventsEnd(ev.Object) {
 					r.stage = StageStream
-					arm()
+					l.count()
 				}
 			case apiwatch.Error:
 				graded = true
@@ -417,9 +388,10 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			continue
 		default:
 		}
+		// The informer holds the event: before the session is live, for
+		// ShortSession or more starts its count again.
 		var began time.Time
-		notLive := healthy != nil || opened
-		if notLive {
+		if l.pending() {
 			began = g.parent.clock.Now()
 		}
 		select {
@@ -428,13 +400,7 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			r.cause = ""
 			return r, graded
 		}
-		if notLive && g.parent.clock.Since(began) >= g.parent.opts.Policy.ShortSession {
-			// The informer held the event that long: what the session
-			// did meanwhile was not seen (see Stream).
-			timer.Stop()
-			opened = false
-			arm()
-		}
+		l.held(began)
 	}
 }
 

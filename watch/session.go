@@ -108,25 +108,14 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		defer t.Stop()
 		deadline = t.C()
 	}
-	// The session goes live once it has stayed open for ShortSession after
-	// its replay, if it had one, as far as the stream saw: time spent in a
-	// handler call that lasts ShortSession or more does not count (the
-	// server may have closed the session meanwhile). What it delivers
-	// before that does not make it live: behind a proxy that cuts every
-	// watch at once, an event slipping through a cut session is not
-	// health.
-	var healthy <-chan struct{}
-	var healthyTimer *flagTimer
-	armHealthy := func() {
-		healthyTimer = newFlagTimer(s.clock, s.opts.Policy.ShortSession)
-		healthy = healthyTimer.c
-	}
+	// When the session goes live: see liveness. What it delivers before
+	// then does not make it live: behind a proxy that cuts every watch at
+	// once, an event slipping through a cut session is not health.
+	l := liveness{clock: s.clock, short: s.opts.Policy.ShortSession}
 	var check <-chan time.Time
 	var checkTimer clock.Timer
 	defer func() {
-		if healthyTimer != nil {
-			healthyTimer.Stop()
-		}
+		l.stop()
 		if checkTimer != nil {
 			checkTimer.Stop()
 		}
@@ -140,7 +129,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	// it has not reached looks live and is silent. After a routine close
 	// a session needs no confirmation, and costs no request.
 	if buf == nil {
-		armHealthy()
+		l.count()
 	}
 	// awaiting is true while the session waits for the server to confirm
 	// its cursor; due when it has meanwhile stayed open for ShortSession.
@@ -213,47 +202,19 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	// checked, while a check of the cursor is in flight, receives its
 	// answer.
 	var checked chan checkResult
-	// opened is true once the session has stayed open for ShortSession
-	// and it is not live yet: it goes live once the stream has taken
-	// what the server sent before then. A close or an ERROR behind a
-	// backlog means the server ended the session sooner; a consumer that
-	// never catches up is not live either.
-	// caughtUp is true once, since the session opened, the stream found
-	// nothing waiting when it asked for the next event.
-	opened, caughtUp := false, false
-	var openedAt time.Time
 	for {
 		var ev apiwatch.Event
-		var ok, got bool
+		var ok, got, live bool
 		// now, when set, is when the event in ev was taken.
 		var now time.Time
-		if healthy != nil && healthyTimer.fired.Load() {
-			healthy, opened, openedAt, caughtUp = nil, true, s.clock.Now(), false
-		}
-		if opened {
-			var waited bool
-			if ev, ok, got, waited = settled(results); got {
-				now = s.clock.Now()
-			}
-			caughtUp = caughtUp || waited
-			// What ended the session (a close, an ERROR) does not make it
-			// live, however long it stayed busy before.
-			ending := got && (!ok || ev.Type == apiwatch.Error)
-			if !got || (!ending && caughtUp && now.Sub(openedAt) >= s.opts.Policy.ShortSession) {
-				// Quiet: the stream has taken what the server sent. Or
-				// still busy ShortSession later, having caught up with
-				// the server at least once meanwhile: the server keeps
-				// sending. A stream that has only ever found the next
-				// event waiting is taking a backlog, however long it
-				// takes: behind a handler that was stuck for minutes, the
-				// close that ended the session long ago may be next.
-				opened = false
+		if l.poll(); l.opened {
+			if ev, ok, got, now, live = l.take(results); live {
 				goneLive()
 			}
 		}
 		if !got && deadline == nil && check == nil && checked == nil {
 			// Steady state, and the first ShortSession of a session from
-			// a confirmed cursor (the healthy timer was polled above):
+			// a confirmed cursor (the count was polled above):
 			// take a ready event without the cost of a multi-way select,
 			// after a cheap check that the owner is not done.
 			select {
@@ -273,8 +234,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				return ended(CauseClosed, nil)
 			case <-deadline:
 				return ended(CauseReplayDeadline, nil)
-			case <-healthy:
-				healthy, opened, openedAt, caughtUp = nil, true, s.clock.Now(), false
+			case <-l.ran():
 				continue
 			case <-check:
 				// The check runs beside the session, which the stream
@@ -328,37 +288,22 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			}
 			heard()
 			// Before the session is live, a handler call that takes
-			// ShortSession or more restarts its count (below). One that
-			// ends before the healthy timer fires took less: it began
-			// after the timer was armed. Only the others read the clock
-			// twice.
+			// ShortSession or more starts its count again.
 			var began time.Time
-			notLive := healthy != nil || opened
-			if notLive {
+			if l.pending() {
 				if began = now; began.IsZero() {
 					began = s.clock.Now()
 				}
 			}
-			wasOpened := opened
 			s.stall.enter(s)
 			err = s.handler.Event(ctx, ev)
-			switch stalled := s.stall.leave(); {
-			case stalled:
+			if s.stall.leave() {
 				// Live only until the call began; live again once the
 				// session, if the server did not close it meanwhile,
 				// stays open for ShortSession.
-				if healthyTimer != nil {
-					healthyTimer.Stop()
-				}
-				opened = false
-				armHealthy()
-			case notLive && (wasOpened || healthyTimer.fired.Load()) && s.clock.Since(began) >= s.opts.Policy.ShortSession:
-				// The stream did not watch the session while the handler
-				// took its time: the server may have closed it. It goes
-				// live once seen open for ShortSession from now.
-				healthyTimer.Stop()
-				opened = false
-				armHealthy()
+				l.count()
+			} else {
+				l.held(began)
 			}
 			if err != nil {
 				return ended(CauseHandler, err)
@@ -388,7 +333,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				s.setCursor(rv)
 				s.confirmed()
 				deadline, r.stage = nil, StageStream
-				armHealthy()
+				l.count()
 			}
 			// Any other bookmark inside a replay says nothing about the
 			// snapshot; the cursor waits for the end.
@@ -400,34 +345,6 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			// An event type this client does not know: skipped, as the
 			// reflector does.
 		}
-	}
-}
-
-// settleWait is how long a watch must stay quiet for the stream to know
-// it has taken what the server sent: client-go's decoder hands events
-// over one at a time, and the next one of a backlog (or the close behind
-// it) takes it microseconds to decode.
-const settleWait = time.Millisecond
-
-// settled takes the next item of results if one comes within settleWait;
-// got is false if the watch stayed quiet that long. waited is true if
-// nothing was ready when it asked: the stream had taken everything the
-// server had sent until then, and what it got arrived since. It waits on
-// package time, a scheduling pause rather than a policy (virtual inside a
-// testing/synctest bubble), and makes a timer only when nothing is ready.
-func settled(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, got, waited bool) {
-	select {
-	case ev, ok = <-results:
-		return ev, ok, true, false
-	default:
-	}
-	t := time.NewTimer(settleWait)
-	defer t.Stop()
-	select {
-	case ev, ok = <-results:
-		return ev, ok, true, true
-	case <-t.C:
-		return ev, false, false, true
 	}
 }
 

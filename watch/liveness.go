@@ -1,0 +1,132 @@
+package watch
+
+import (
+	"time"
+
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
+)
+
+// liveness decides when a session goes live, for a Stream's session and an
+// instrumented informer's watch alike (the package doc's rows "When a
+// session is live"). The count of ShortSession starts when the session
+// opens, or when its replay ends; once it has run out, the session goes
+// live when the consumer has taken what the server sent:
+//
+//   - the next event does not come within settleWait: quiet, live;
+//   - the next event comes, it does not end the session, the consumer has
+//     found nothing waiting at least once since the count ran out, and
+//     ShortSession has passed since: still busy, and keeping up, live;
+//   - otherwise not yet: a consumer that has only ever found the next event
+//     waiting is taking a backlog, and the close that ended the session
+//     long ago may be next; what ends the session never makes it live.
+//
+// An event the consumer held for ShortSession or more before the session
+// was live starts the count again: the session was not watched meanwhile,
+// and the server may have closed it.
+//
+// It belongs to the goroutine that reads the session.
+type liveness struct {
+	clock clock.Clock
+	short time.Duration
+	// timer counts ShortSession; nil when no count runs.
+	timer *flagTimer
+	// opened is true once the count has run out, until the session is
+	// live; openedAt is when it ran out.
+	opened   bool
+	openedAt time.Time
+	// caughtUp is true once, since then, the consumer found nothing
+	// waiting when it asked for the next event.
+	caughtUp bool
+}
+
+// count starts the count of ShortSession, again if one ran.
+func (l *liveness) count() {
+	l.stop()
+	l.timer, l.opened = newFlagTimer(l.clock, l.short), false
+}
+
+// stop stops the count.
+func (l *liveness) stop() {
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+}
+
+// pending reports whether the session is not live and counts towards it.
+func (l *liveness) pending() bool { return l.timer != nil || l.opened }
+
+// ran is closed when the count runs out, for a select; nil without one.
+func (l *liveness) ran() <-chan struct{} {
+	if l.timer == nil {
+		return nil
+	}
+	return l.timer.c
+}
+
+// poll notices a count that has run out (one atomic load).
+func (l *liveness) poll() {
+	if l.timer != nil && l.timer.fired.Load() {
+		l.timer = nil
+		l.opened, l.openedAt, l.caughtUp = true, l.clock.Now(), false
+	}
+}
+
+// take is how a consumer reads results while opened: it takes the next
+// event if one comes within settleWait (got), stamped at, and reports
+// whether the session went live before it.
+func (l *liveness) take(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, got bool, at time.Time, live bool) {
+	ev, ok, got, waited := settled(results)
+	if got {
+		at = l.clock.Now()
+	}
+	l.caughtUp = l.caughtUp || waited
+	ending := got && (!ok || ev.Type == apiwatch.Error)
+	if !got || (!ending && l.caughtUp && at.Sub(l.openedAt) >= l.short) {
+		l.opened = false
+		return ev, ok, got, at, true
+	}
+	return ev, ok, got, at, false
+}
+
+// held is told that the consumer held an event from began (zero: the
+// session was live then) until now. A call that ended before the count
+// ran out took less than ShortSession: it began after the count started.
+// Only the others read the clock.
+func (l *liveness) held(began time.Time) {
+	if began.IsZero() || (l.timer != nil && !l.timer.fired.Load()) {
+		return
+	}
+	if l.clock.Since(began) >= l.short {
+		l.count()
+	}
+}
+
+// settleWait is how long a watch must stay quiet for the stream to know
+// it has taken what the server sent: client-go's decoder hands events
+// over one at a time, and the next one of a backlog (or the close behind
+// it) takes it microseconds to decode.
+const settleWait = time.Millisecond
+
+// settled takes the next item of results if one comes within settleWait;
+// got is false if the watch stayed quiet that long. waited is true if
+// nothing was ready when it asked: the stream had taken everything the
+// server had sent until then, and what it got arrived since. It waits on
+// package time, a scheduling pause rather than a policy (virtual inside a
+// testing/synctest bubble), and makes a timer only when nothing is ready.
+func settled(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, got, waited bool) {
+	select {
+	case ev, ok = <-results:
+		return ev, ok, true, false
+	default:
+	}
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	select {
+	case ev, ok = <-results:
+		return ev, ok, true, true
+	case <-t.C:
+		return ev, false, false, true
+	}
+}
