@@ -26,42 +26,90 @@
 //
 // # Health over time
 //
-// A stream's health is judged over time, not per session. A session is
-// live once, after its replay if it had one, it has stayed open for
-// [Policy.ShortSession] and the stream has taken what the server sent
-// before then (a moment of quiet, or, for a collection that never goes
-// quiet, ShortSession more of events during which the stream at least once
-// found nothing waiting, though not the close or ERROR that ends the
-// session; a backlog, every event already waiting when asked for, is
-// taken to its end first): what it delivers sooner does not count (behind a
-// proxy that cuts every watch at once, an event slipping through a cut
-// session is not health), nor does time the stream spent inside a
-// handler call of ShortSession or more (the server may have ended the
-// session meanwhile).
-// Only then is Streaming published, so a stream that keeps replaying is
-// not Streaming. A live session is healthy however it ended: forty minutes
-// of events ended by an HTTP/2 stream reset reset the backoff and the
-// history, as client-go's reflector forgives a long healthy run. What a
-// failure publishes depends on how long the stream has gone without a live
-// session ([Ending.Trouble]), measured from the end of the last live one
-// (or from Run's start: the first session escalates too), and a stream
-// publishes on a timer, not only when a session ends: with no live session
-// for [Policy.TransientGrace] it is Blocked, for [Policy.ProgressDeadline]
-// it needs a human, and after an expiry it is Replaying at
-// [Policy.ReplayGrace] ([Verdict.Escalations]). A session going live
-// cancels them. A handler call that has not returned for TransientGrace
-// in a live session makes the stream Blocked ([ReasonHandlerStalled]), and
-// for ProgressDeadline needing a human: the session was live only until
-// the call began.
+// A stream's health is judged over time, not per session. Only a live
+// session (below) makes it Streaming, so a stream that keeps replaying is
+// not Streaming. A live session is healthy however it ended: forty
+// minutes of events ended by an HTTP/2 stream reset reset the backoff and
+// the history, as client-go's reflector forgives a long healthy run. What
+// a failure publishes depends on how long the stream has gone without a
+// live session ([Ending.Trouble]), from the end of the last live one (or
+// from the start), and a stream publishes on a timer, not only when a
+// session ends ([Verdict.Escalations]): with no live session for
+// [Policy.TransientGrace] it is Blocked, for [Policy.ProgressDeadline] it
+// needs a human, after an expiry it is Replaying at [Policy.ReplayGrace].
 //
-// Under a fault that does not change, the published state does not change
-// either: sessions end in different ways under one fault (a cut session,
-// then a replay after an expiry, then a refused connection), and each
-// publication is a Ready flip, a status write and an Event in a
-// controller. A blocked stream is not published as Replaying; one that
-// needs a human keeps its cause rather than the progress deadline's; and a
-// blocked stream takes another reason only when three endings in a row
-// ask for it.
+// # When a session is live
+//
+// A session counts [Policy.ShortSession] from when it opened, or from the
+// end of its replay; what it delivers meanwhile does not make it live
+// (behind a proxy that cuts every watch at once, an event slipping through
+// a cut session is not health). Then, for a stream and an informer alike:
+//
+//	once the count has run out                                   the session
+//	-----------------------------------------------------------  ---------------------------------
+//	no event within a millisecond (quiet)                        is live
+//	an event, not a close or an ERROR, after ShortSession more   is live (busy, and keeping up)
+//	  in which the consumer once found nothing waiting
+//	an event the consumer found waiting every time it asked      is not live yet (a backlog)
+//	a close or an ERROR                                          is not made live by it
+//	the consumer held an event ShortSession or more              counts again from then
+//	a stream's handler stall was published                       counts again once the call returns
+//	in doubt, resumed from a cursor the server has not confirmed is live once it confirms it
+//
+// "In doubt" is the next section's: after a session that did not go
+// live, a cursor must be confirmed by an event, a bookmark or a check.
+//
+// # What is published when
+//
+// What a stream, or an instrumented informer, publishes is one fold over
+// the facts it observes, apart from the I/O that observes them: each fact,
+// given the history so far, publishes the state below or nothing, and
+// arms escalations or cancels them. Nothing else publishes. Within a fact
+// the first row that matches decides; TestPublishedWhen holds every row.
+//
+//	fact           so far                          a stream                            an informer
+//	-------------  ------------------------------  ----------------------------------  ---------------------------------
+//	start          resuming from a cursor          Starting; arms Blocked              (an informer never resumes)
+//	                                                 (NoLiveSession) at TransientGrace,
+//	                                                 the deadline at ProgressDeadline
+//	start          replaying                       Starting; arms the deadline         nothing; arms the deadline
+//	replay began   Starting, never had a cursor    Replaying (InitialSync)             Replaying (InitialSync)
+//	replay began   otherwise                       nothing                             nothing
+//	live           not Streaming                   Streaming; cancels what is armed    the same
+//	live           Streaming                       nothing; cancels what is armed      the same
+//	ended          teardown                        nothing; cancels what is armed      the same; its next call starts
+//	ended          a stall published since live    graded as not live, trouble from    (handlers are not watched)
+//	                                                 the stalled call's start
+//	ended          otherwise                       Grade's State if it publishes;      the same
+//	                                                 arms its Escalations
+//	tick           an escalation is due            its State                           the same, unless the context of
+//	                                                                                     the informer's last call is done
+//	handler stuck  live, ProgressDeadline long     Blocked, needs a human              (handlers are not watched)
+//	                                                 (ProgressDeadlineExceeded)
+//	handler stuck  live, TransientGrace long       Blocked (HandlerStalled)            (handlers are not watched)
+//	handler stuck  otherwise                       nothing                             (handlers are not watched)
+//
+// A stall is found within a sixth of TransientGrace. A published state
+// must change something, and under a fault that does not change the
+// published state does not change either: sessions end in different ways
+// under one fault (a cut session, then a replay after an expiry, then a
+// refused connection), and each publication is a Ready flip, a status
+// write and an Event in a controller. So a state a row gives is kept
+// back:
+//
+//	the state a row gives                                        while the stream is
+//	-----------------------------------------------------------  ----------------------------------
+//	the same phase, reason and NeedsHuman                        in it
+//	Replaying                                                    Blocked
+//	Blocked, needs a human (ProgressDeadlineExceeded)            needing a human for its own cause
+//	Blocked, not needing a human, asked for fewer than three     Blocked, not needing a human
+//	  times in a row
+//
+// What an informer's reflector decides for itself, Instrument cannot
+// follow: it has no cursor check, no replay spread or budget, no session
+// cap and no stall watch (its event handlers run apart from the watch),
+// and it retries with its own backoff, except a refused connection (see
+// Informers). Its user gets the same table for what it can see.
 //
 // # A server behind the cursor
 //
@@ -101,13 +149,11 @@
 // Never sooner than ShortSession/2 into a session: a server that has let
 // the cursor expire answers the watch with a 410 a moment after it opens,
 // and a check then is a LIST for nothing (after an apiserver restart, one
-// for nearly every stream; see the benchmarks' server-restart group).
+// for nearly every stream).
 //
 // So a cursor ahead of the server is replayed within 10 s and the
-// server's answer, within ShortSession/2 and the answer when in doubt
-// (measured against a real kube-apiserver 1.37: a stream started from a
-// cursor 100,000 revisions ahead has its replay 1.3 s after it started,
-// where it used to stream nothing); the cost is one LIST of one object
+// server's answer, within ShortSession/2 and the answer when in doubt;
+// the cost is one LIST of one object
 // per session that hears nothing in its first 10 s (one per 30 to 60
 // minutes per stream with the server's default timeouts), and one per
 // session after trouble that the server does not answer within
@@ -237,9 +283,7 @@
 // [Outcomes] and [Classes], and, in one history in five, that an option
 // set wrong is refused with the error its constructor names, before any
 // request. The two cases out of reach above are the judge's only
-// exemptions. Over 5,000 histories it runs 90 % of the statements of this
-// package and of watchtest's Server, 86 % counting watchtest's scripted
-// ListerWatcher (make judge prints both). What it leaves to other tests:
+// exemptions. What it leaves to other tests:
 // input no server sends (nil watches and objects, events without a
 // resourceVersion: FuzzStreamEvents and the unit tests); resourceVersions
 // that are not integers (the cursor check's other way); a controller

@@ -302,8 +302,12 @@ func (p *publisher) current() State {
 	return p.state
 }
 
+// stepLocked steps the fold with f, at f.at if set (a tick's due time:
+// a fake clock runs a timer's callback holding its own lock), else now.
 func (p *publisher) stepLocked(f fact) Verdict {
-	f.at = p.clock.Now()
+	if f.at.IsZero() {
+		f.at = p.clock.Now()
+	}
 	if f.kind == factEnd {
 		f.ending.Duration = f.at.Sub(f.since)
 	}
@@ -326,7 +330,7 @@ func (p *publisher) stepLocked(f fact) Verdict {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			if p.gen == gen && !p.stopped && !isDone(p.done) {
-				p.stepLocked(fact{kind: factTick})
+				p.stepLocked(fact{kind: factTick, at: due})
 			}
 		})
 	}

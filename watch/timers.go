@@ -13,10 +13,15 @@ type stopper interface{ Stop() bool }
 
 // afterFunc calls f in its own goroutine after d on c: with c's AfterFunc
 // where it has one, else with a goroutine waiting on a timer until it fires
-// or is stopped.
+// or is stopped. A fake clock's AfterFunc (k8s.io/utils/clock/testing)
+// calls f from Step holding the clock's lock, where f could not read the
+// clock: f runs in a goroutine of its own.
 func afterFunc(c clock.Clock, d time.Duration, f func()) stopper {
+	if rc, ok := c.(clock.RealClock); ok {
+		return rc.AfterFunc(d, f)
+	}
 	if dc, ok := c.(clock.WithDelayedExecution); ok {
-		return dc.AfterFunc(d, f)
+		return dc.AfterFunc(d, func() { go f() })
 	}
 	t := c.NewTimer(d)
 	stop := make(chan struct{})

@@ -244,6 +244,12 @@ func (w *serverWatch) run() {
 			return
 		}
 		now := s.clock.Now()
+		if !now.Before(w.deadline) {
+			// Past its timeout (which may have passed while the open
+			// waited): closed, whatever is queued.
+			s.mu.Unlock()
+			return
+		}
 		if !w.checkAt.IsZero() && !now.Before(w.checkAt) {
 			w.checkLocked()
 		}
