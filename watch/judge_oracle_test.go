@@ -79,6 +79,8 @@ type verdict struct {
 	openWatches, badOptions      int
 	replaysPerHour, publications int
 	notes                        []string
+	// trace is what the consumer observed (see traceOf).
+	trace []string
 }
 
 func (v *verdict) add(counter *int, format string, args ...any) {

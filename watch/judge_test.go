@@ -1,3 +1,8 @@
+// The judge seeds math/rand's global source before each schedule: client-go's
+// reflector draws its watch timeouts and its backoff's jitter from it, and
+// a seed must replay an informer's history exactly.
+//go:debug randseednop=0
+
 package watch_test
 
 import (
@@ -7,7 +12,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
+	"maps"
 	"math"
+	mathrand "math/rand"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -40,6 +48,7 @@ var (
 	judgeSeed      = flag.Uint64("judge.seed", 1, "seed of TestJudge's first schedule")
 	judgeVerbose   = flag.Bool("judge.v", false, "print every schedule TestJudge runs, and the states it saw")
 	judgeAt        = flag.Duration("judge.at", -1, "with -judge.v, print the session endings and requests of the 5 minutes before this time of a failed schedule")
+	judgeReplays   = flag.Int("judge.replays", 20, "number of seeds TestJudgeReplay plays twice each, from -judge.seed on")
 )
 
 // slot is a kind of fault; faults of one slot never overlap.
@@ -488,7 +497,8 @@ func (w *world) off(s slot) {
 
 func (w *world) apply() {
 	var f watchtest.Faults
-	for _, g := range w.faults {
+	for _, s := range slices.Sorted(maps.Keys(w.faults)) {
+		g := w.faults[s]
 		f.Refuse = f.Refuse || g.Refuse
 		f.RefuseWatchList = f.RefuseWatchList || g.RefuseWatchList
 		f.WatchListUnsupported = f.WatchListUnsupported || g.WatchListUnsupported
@@ -567,8 +577,10 @@ func play(t *testing.T, sc schedule) (v verdict) {
 		var stop func()
 		var store cache.Store
 		var stateOf func() wgwatch.State
+		// client-go's reflector draws from math/rand's global source.
+		mathrand.Seed(int64(sc.seed))
 		if sc.informer {
-			stop, store, stateOf = runInformer(t, srv, p)
+			stop, store, stateOf = runSeededInformer(t, srv, p, rand.New(rand.NewPCG(sc.seed, 3)).Float64)
 		} else {
 			opts := sc.stream
 			// Through Observers, as a controller wires its metrics and
@@ -596,22 +608,34 @@ func play(t *testing.T, sc schedule) (v verdict) {
 			stateOf = s.State
 			stop = runStream(t, s)
 		}
+		// Each step runs once everything else due at its instant has run
+		// and blocked, and the next waits for what it set off: the
+		// order of what happens at one instant is the schedule's, not the
+		// goroutine scheduler's, and a seed replays exactly.
 		for _, st := range sc.steps {
 			time.Sleep(st.at - w.now())
+			synctest.Wait()
 			st.do(w)
+			synctest.Wait()
 			if w.stream != nil {
 				w.cursors = append(w.cursors, stamped[string]{w.now(), w.stream.Cursor()})
 			}
 		}
 		time.Sleep(sc.horizon - w.now())
-		for s := range w.open {
+		synctest.Wait()
+		for _, s := range slices.Sorted(maps.Keys(w.open)) {
 			w.off(s)
 		}
+		synctest.Wait()
 		quiet := w.now()
 		time.Sleep(sc.settle / 2)
+		synctest.Wait()
 		w.write("init0", 1)
+		synctest.Wait()
 		w.write("late", 1)
+		synctest.Wait()
 		time.Sleep(sc.settle / 2)
+		synctest.Wait()
 		end := w.now()
 
 		// No loss, no ghosts.
@@ -664,6 +688,7 @@ func play(t *testing.T, sc schedule) (v verdict) {
 		stop()
 		// Stopped, the consumer holds no watch open on the server.
 		synctest.Wait()
+		v.trace = traceOf(p, srv.Requests(), w.start)
 		if n := srv.OpenWatches(); n > 0 {
 			v.add(&v.openWatches, "%d watches still open on the server after the consumer stopped", n)
 		}
@@ -818,18 +843,23 @@ func TestJudge(t *testing.T) {
 	before := runtime.NumGoroutine()
 	var total verdict
 	failed := 0
+	traces := fnv.New64a() // of every schedule's trace hash, in order
 	for i := range *judgeSchedules {
 		seed := *judgeSeed + uint64(i)
 		sc := generate(seed, &chooser{rng: rand.New(rand.NewPCG(seed, 0))})
 		var v verdict
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			v = play(t, sc)
+			h := traceHash(v.trace)
 			if *judgeVerbose || v.failed() {
 				t.Logf("%v", sc)
 			}
 			if v.failed() {
-				t.Errorf("schedule %d broke the invariants:\n  %s", seed, strings.Join(v.notes, "\n  "))
+				t.Errorf("schedule %d broke the invariants (trace %016x):\n  %s\n  trace:\n    %s", seed, h, strings.Join(v.notes, "\n  "), strings.Join(v.trace, "\n    "))
+			} else {
+				t.Logf("trace %016x, %d facts", h, len(v.trace))
 			}
+			fmt.Fprintf(traces, "%016x\n", h)
 		})
 		if v.failed() {
 			failed++
@@ -841,6 +871,7 @@ func TestJudge(t *testing.T) {
 	fmt.Printf("judge: schedules=%d failed=%d false_needs_human=%d missed=%d lost=%d ghosts=%d dup=%d dishonest=%d flapping=%d leaks=%d open_watches=%d wrong_options_taken=%d max_replays_per_hour=%d bound=%d max_publications_per_stretch=%d bound=%d\n",
 		*judgeSchedules, failed, total.falseNeedsHuman, total.missed, total.lost, total.ghosts, total.dup+total.cursorBack, total.dishonest, total.flapping, leaks, total.openWatches, total.badOptions,
 		total.replaysPerHour, replayBound(time.Hour), total.publications, maxPublications)
+	fmt.Printf("judge: trace seeds=%d..%d hash=%016x\n", *judgeSeed, *judgeSeed+uint64(max(*judgeSchedules, 1))-1, traces.Sum64())
 	if leaks > 0 {
 		t.Errorf("%d goroutines more than before the schedules", leaks)
 	}
@@ -853,7 +884,7 @@ func FuzzJudge(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc := generate(0, &chooser{data: data, rng: rand.New(rand.NewPCG(uint64(len(data)), 1))})
 		if v := play(t, sc); v.failed() {
-			t.Errorf("schedule broke the invariants:\n  %s\n%v", strings.Join(v.notes, "\n  "), sc)
+			t.Errorf("schedule broke the invariants (trace %016x):\n  %s\n%v\n  trace:\n    %s", traceHash(v.trace), strings.Join(v.notes, "\n  "), sc, strings.Join(v.trace, "\n    "))
 		}
 	})
 }
