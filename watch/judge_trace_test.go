@@ -111,7 +111,7 @@ func TestJudgeReplay(t *testing.T) {
 		for k := range traces {
 			// A schedule's steps keep state of their own: each play has
 			// its own, generated anew.
-			sc := generate(seed, &chooser{rng: rand.New(rand.NewPCG(seed, 0))})
+			sc := generate(seed, &chooser{Rng: rand.New(rand.NewPCG(seed, 0))})
 			t.Run(fmt.Sprintf("seed=%d/play=%d", seed, k+1), func(t *testing.T) {
 				traces[k] = play(t, sc).trace
 			})
