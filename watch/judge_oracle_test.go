@@ -135,12 +135,12 @@ func (v *views) changes() []change {
 	var out []change
 	prev := map[string]string{}
 	for _, sv := range v.server {
-		for name, version := range sv.view {
-			if prev[name] != version {
+		for _, name := range sortedNames(sv.view) {
+			if version := sv.view[name]; prev[name] != version {
 				out = append(out, change{sv.at, name})
 			}
 		}
-		for name := range prev {
+		for _, name := range sortedNames(prev) {
 			if _, ok := sv.view[name]; !ok {
 				out = append(out, change{sv.at, name})
 			}

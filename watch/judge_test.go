@@ -519,12 +519,12 @@ func play(t *testing.T, sc schedule) (v verdict) {
 				got[m.GetName()] = m.GetResourceVersion()
 			}
 		}
-		for name, rv := range want {
-			if got[name] != rv {
+		for _, name := range sortedNames(want) {
+			if rv := want[name]; got[name] != rv {
 				v.add(&v.lost, "lost: %s@%s, the consumer has %q", name, rv, got[name])
 			}
 		}
-		for name := range got {
+		for _, name := range sortedNames(got) {
 			if _, ok := want[name]; !ok {
 				v.add(&v.ghosts, "ghost: %s is gone from the server, the consumer still has it", name)
 			}

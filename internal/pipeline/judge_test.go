@@ -113,7 +113,7 @@ func play(t *testing.T, h history) (v verdict) {
 		// settle with writes to every collection.
 		for i, s := range w.servers {
 			w.mu.Lock()
-			open := slices.Collect(maps.Keys(s.open))
+			open := slices.Sorted(maps.Keys(s.open))
 			w.mu.Unlock()
 			for _, sl := range open {
 				w.faultOff(i, sl)
