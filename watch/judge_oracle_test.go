@@ -5,10 +5,7 @@ import (
 	"slices"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
-
+	"github.com/watchgrade/watchgrade/internal/judgekit"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
 )
@@ -79,6 +76,8 @@ type verdict struct {
 	openWatches, badOptions      int
 	replaysPerHour, publications int
 	notes                        []string
+	// trace is what the consumer observed (see traceOf).
+	trace []string
 }
 
 func (v *verdict) add(counter *int, format string, args ...any) {
@@ -109,169 +108,6 @@ func (v *verdict) sum(u verdict) {
 	v.publications = max(v.publications, u.publications)
 }
 
-// span is a stretch of virtual time.
-type span struct{ from, to time.Duration }
-
-// liveSpans returns when the server had a live watch of the client's:
-// open (once the open took its latency), and past its replay (if it was a
-// watch-list) by ShortSession. What the watch delivered does not count: a
-// session is live by staying open.
-func liveSpans(reqs []watchtest.Request, start time.Time, end time.Duration, opened time.Duration, doubtAt func(time.Time) bool) []span {
-	// A watch from a cursor the server had not reached was silent, and
-	// never live: the stream's check of that cursor, made while the watch
-	// was open, says so.
-	var checks []watchtest.Request
-	for _, r := range reqs {
-		if isCursorCheck(r) {
-			checks = append(checks, r)
-		}
-	}
-	// checksIn returns the checks of w's cursor made while w was open,
-	// and whether the stream was in doubt then: it checks at once, and
-	// goes live once a check is answered.
-	// A check is a consistent LIST of one object whose resourceVersion
-	// the stream compares with its cursor, or (for resourceVersions that
-	// do not compare) a LIST at the cursor.
-	checksIn := func(w watchtest.Request) (in []watchtest.Request, inDoubt bool) {
-		for _, c := range checks {
-			if (c.Options.ResourceVersion == "" || c.Options.ResourceVersion == w.Options.ResourceVersion) && !c.At.Before(w.At.Add(opened)) && (w.Closed.IsZero() || c.At.Before(w.Closed)) {
-				in = append(in, c)
-			}
-		}
-		// A watch-list is a replay, not a resume, even at a
-		// resourceVersion (the first replay after a 410 asks for the
-		// collection not older than the expired cursor): its
-		// initial-events-end bookmark confirms it.
-		return in, w.Options.ResourceVersion != "" && w.Options.SendInitialEvents == nil && doubtAt(w.At)
-	}
-	saysAhead := func(c, w watchtest.Request) bool {
-		if c.Options.ResourceVersion == "" {
-			cmp, err := resourceversion.CompareResourceVersion(c.ResourceVersion, w.Options.ResourceVersion)
-			return c.Err == nil && err == nil && cmp < 0
-		}
-		return apierrors.HasStatusCause(c.Err, metav1.CauseTypeResourceVersionTooLarge)
-	}
-	wasAhead := func(w watchtest.Request) bool {
-		in, _ := checksIn(w)
-		return len(in) > 0 && w.FirstEvent.IsZero() && saysAhead(in[len(in)-1], w)
-	}
-	var out []span
-	for _, r := range reqs {
-		if r.Kind != watchtest.CallWatch || r.Err != nil || wasAhead(r) {
-			continue
-		}
-		replayEnd := r.At.Add(opened)
-		if r.Options.SendInitialEvents != nil {
-			if r.InitialEventsEnd.IsZero() {
-				continue
-			}
-			replayEnd = r.InitialEventsEnd
-		}
-		closed := end
-		if !r.Closed.IsZero() {
-			closed = r.Closed.Sub(start)
-		}
-		// ShortSession, and the moment the watch must stay quiet.
-		live := replayEnd.Add(shortSession + time.Millisecond)
-		if in, atOpen := checksIn(r); atOpen {
-			// Confirmed by a check's answer (when the server returned
-			// it, after the LIST's latency and its one object's), or by
-			// an event or a bookmark from the cursor, whichever came
-			// first; a check that failed confirms nothing.
-			var confirmed time.Time
-			for _, c := range in {
-				if c.Err == nil && !c.Answered.IsZero() && !saysAhead(c, r) {
-					confirmed = c.Answered
-					break
-				}
-			}
-			if !r.FirstEvent.IsZero() && (confirmed.IsZero() || r.FirstEvent.Before(confirmed)) {
-				confirmed = r.FirstEvent
-			}
-			if confirmed.IsZero() {
-				continue
-			}
-			if confirmed.After(live) {
-				live = confirmed
-			}
-		}
-		if l := live.Sub(start); l < closed {
-			out = append(out, span{l, closed})
-		}
-	}
-	return union(out, 0)
-}
-
-// union merges spans, bridging gaps shorter than gap.
-func union(spans []span, gap time.Duration) []span {
-	slices.SortFunc(spans, func(a, b span) int { return int(a.from - b.from) })
-	var out []span
-	for _, s := range spans {
-		if n := len(out); n > 0 && s.from <= out[n-1].to+gap {
-			out[n-1].to = max(out[n-1].to, s.to)
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// gapStart returns when the no-live stretch holding t began, or -1 if t is
-// inside a live span.
-func gapStart(live []span, t time.Duration) time.Duration {
-	from := time.Duration(0)
-	for _, s := range live {
-		if s.from > t {
-			break
-		}
-		if t < s.to {
-			return -1
-		}
-		from = s.to
-	}
-	return from
-}
-
-// minus returns what of spans lies outside every one of cut.
-func minus(spans, cut []span) []span {
-	out := slices.Clone(spans)
-	for _, c := range cut {
-		var next []span
-		for _, s := range out {
-			if c.to <= s.from || s.to <= c.from {
-				next = append(next, s)
-				continue
-			}
-			if s.from < c.from {
-				next = append(next, span{s.from, c.from})
-			}
-			if c.to < s.to {
-				next = append(next, span{c.to, s.to})
-			}
-		}
-		out = next
-	}
-	return out
-}
-
-func covered(spans []span, from, to time.Duration) bool {
-	for _, s := range spans {
-		if s.from <= from && to <= s.to {
-			return true
-		}
-	}
-	return false
-}
-
-func overlaps(spans []span, from, to time.Duration) bool {
-	for _, s := range spans {
-		if s.from <= to && from <= s.to {
-			return true
-		}
-	}
-	return false
-}
-
 // views holds the server's and the consumer's view of every name over
 // time, and answers whether the consumer had caught up with a change.
 type views struct {
@@ -299,12 +135,12 @@ func (v *views) changes() []change {
 	var out []change
 	prev := map[string]string{}
 	for _, sv := range v.server {
-		for name, version := range sv.view {
-			if prev[name] != version {
+		for _, name := range sortedNames(sv.view) {
+			if version := sv.view[name]; prev[name] != version {
 				out = append(out, change{sv.at, name})
 			}
 		}
-		for name := range prev {
+		for _, name := range sortedNames(prev) {
 			if _, ok := sv.view[name]; !ok {
 				out = append(out, change{sv.at, name})
 			}
@@ -350,49 +186,39 @@ func (v *views) caughtUp(c change, t time.Duration) bool {
 }
 
 func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule, quiet, end time.Duration) {
-	opened := time.Millisecond // the simulated server's default latency of a request
-	if l := sc.server.Latency; l.Off {
-		opened = 0
-	} else if l.Request > 0 {
-		opened = l.Request
-	}
+	opened := judgekit.Opened(sc.server.Latency)
 	// A stream is in doubt after a session that did not go live, and at
-	// its start from a cursor (see the watch package).
-	doubtAt := func(at time.Time) bool {
-		if sc.informer {
-			return false
-		}
-		t := at.Sub(w.start)
-		doubt := sc.stream.Cursor != "" && sc.stream.Cursor != "0"
+	// its start from a cursor (see the watch package); an informer never.
+	var doubtAt func(time.Time) bool
+	if !sc.informer {
+		var endings []judgekit.Ended
 		for _, e := range p.counts().endings {
-			if e.at > t {
-				break
-			}
-			doubt = !e.v.Verdict.Healthy
+			endings = append(endings, judgekit.Ended{At: e.at, End: e.v})
 		}
-		return doubt
+		fromCursor := sc.stream.Cursor != "" && sc.stream.Cursor != "0"
+		doubtAt = func(at time.Time) bool { return judgekit.Doubt(fromCursor, endings, at.Sub(w.start)) }
 	}
-	live := liveSpans(reqs, w.start, end, opened, doubtAt)
+	live := judgekit.LiveSpans(reqs, w.start, end, opened, doubtAt)
 	var trouble, human, stalls []span
 	for _, iv := range w.intervals {
 		to := iv.end
 		if to < 0 {
 			to = end
 		}
-		if iv.slot.trouble() {
-			trouble = append(trouble, span{iv.start, to})
+		if iv.slot.Trouble() {
+			trouble = append(trouble, span{From: iv.start, To: to})
 		}
 		if iv.human {
-			human = append(human, span{iv.start, to})
+			human = append(human, span{From: iv.start, To: to})
 		}
 		if iv.slot == slotStall {
-			stalls = append(stalls, span{iv.start, to})
+			stalls = append(stalls, span{From: iv.start, To: to})
 		}
 	}
 	// A stream sees the server only when it asks: a healthy gap shorter
 	// than one backoff may pass unseen, and does not end the trouble.
-	trouble = union(trouble, bridge)
-	human = union(human, bridge)
+	trouble = judgekit.Union(trouble, bridge)
+	human = judgekit.Union(human, bridge)
 	const eps = 10 * time.Millisecond
 	// noticeLive is how long after a session is live by the server's
 	// account the stream may take to see it live: the moment of quiet
@@ -431,14 +257,14 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 	// catches up, at the end.
 	behind := func(t time.Duration) bool { // some change missing for the deadline at t
 		for _, ch := range changes {
-			if t-ch.at >= deadline-eps && ch.at < t && !vw.caughtUp(ch, t) && !overlaps(stalls, ch.at, t) {
+			if t-ch.at >= deadline-eps && ch.at < t && !vw.caughtUp(ch, t) && !judgekit.Overlaps(stalls, ch.at, t) {
 				return true
 			}
 		}
 		return false
 	}
 	for _, ch := range changes {
-		if overlaps(stalls, ch.at-convergeBound, ch.at+stallBound) {
+		if judgekit.Overlaps(stalls, ch.at-convergeBound, ch.at+stallBound) {
 			continue
 		}
 		// A stuck handler holds back what follows it, until it returns
@@ -470,32 +296,32 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 				to = end
 			}
 			// The stream counts ShortSession again once the call returns.
-			stuck = append(stuck, span{iv.start, to + shortSession})
+			stuck = append(stuck, span{From: iv.start, To: to + shortSession})
 		}
 	}
-	seenLive := minus(live, stuck)
+	seenLive := judgekit.Minus(live, stuck)
 	for _, s := range states {
 		if !s.v.NeedsHuman {
 			continue
 		}
 		t := s.at
-		g := gapStart(seenLive, t)
+		g := judgekit.GapStart(seenLive, t)
 		// A session that goes live a moment before the deadline is
 		// published is one the stream could not have seen live yet: it
 		// knows once the watch has been quiet for a moment after the
 		// backlog it took (noticeLive).
-		gn := gapStart(seenLive, t-noticeLive)
+		gn := judgekit.GapStart(seenLive, t-noticeLive)
 		// The evidence is the requests' answers: a request made while the
 		// cause was in force is answered a request's latency later.
-		justified := covered(human, t-humanGrace-opened, t-eps-opened) ||
+		justified := judgekit.Covered(human, t-humanGrace-opened, t-eps-opened) ||
 			(g >= 0 && t-g >= deadline-eps) ||
 			(gn >= 0 && t-noticeLive-gn >= deadline-eps) ||
-			covered(trouble, t-deadline+eps, t-eps) ||
+			judgekit.Covered(trouble, t-deadline+eps, t-eps) ||
 			behind(t)
 		if !justified {
 			v.add(&v.falseNeedsHuman, "false NeedsHuman at %v: %s/%s %q", t, s.v.Phase, s.v.Reason, s.v.Message)
 			if *judgeVerbose {
-				v.notes = append(v.notes, fmt.Sprintf("  seen live before it: %v", spansBefore(seenLive, t, 3)))
+				v.notes = append(v.notes, fmt.Sprintf("  seen live before it: %v", judgekit.SpansBefore(seenLive, t, 3)))
 			}
 		}
 	}
@@ -540,34 +366,34 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 	// Recall, the deadline: no live watch for ProgressDeadline is
 	// NeedsHuman within a second of it.
 	from := time.Duration(0)
-	for _, s := range append(live, span{end, end}) {
+	for _, s := range append(live, span{From: end, To: end}) {
 		seen := noticed(from)
-		if overlaps(stalls, from, s.from) {
+		if judgekit.Overlaps(stalls, from, s.From) {
 			// A stalled watch cache is not seen (see the package doc).
-			from = s.to
+			from = s.To
 			continue
 		}
-		if t := seen + recallDeadline; t < s.from && t < end {
+		if t := seen + recallDeadline; t < s.From && t < end {
 			if st := stateAt(t); !st.NeedsHuman {
 				v.add(&v.missed, "missed: no live watch from %v, not NeedsHuman at %v (state %s/%s)", from, t, st.Phase, st.Reason)
 				if *judgeVerbose {
-					v.notes = append(v.notes, fmt.Sprintf("  live before it: %v", spansBefore(live, t, 3)))
+					v.notes = append(v.notes, fmt.Sprintf("  live before it: %v", judgekit.SpansBefore(live, t, 3)))
 				}
 			}
 		}
 		// Honest Streaming: not Streaming once no watch has been live for
 		// the transient grace.
-		if t := seen + staleBound; t < s.from && t < end {
+		if t := seen + staleBound; t < s.From && t < end {
 			if st := stateAt(t); st.Phase == wgwatch.PhaseStreaming {
 				v.add(&v.dishonest, "dishonest: no live watch from %v, still Streaming at %v", from, t)
 			}
 		}
-		from = s.to
+		from = s.To
 	}
 
 	// Honest Streaming: published only while a watch is live.
 	for _, s := range states {
-		if s.v.Phase == wgwatch.PhaseStreaming && gapStart(live, s.at) >= 0 {
+		if s.v.Phase == wgwatch.PhaseStreaming && judgekit.GapStart(live, s.at) >= 0 {
 			v.add(&v.dishonest, "dishonest: Streaming published at %v with no live watch", s.at)
 		}
 	}
@@ -576,28 +402,28 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 	// Streaming.
 	var busy []span
 	for _, iv := range w.intervals {
-		if iv.slot.trouble() {
+		if iv.slot.Trouble() {
 			to := iv.end
 			if to < 0 {
 				to = end
 			}
-			busy = append(busy, span{iv.start, to})
+			busy = append(busy, span{From: iv.start, To: to})
 		}
 	}
 	for _, a := range w.actions {
-		busy = append(busy, span{a, a})
+		busy = append(busy, span{From: a, To: a})
 	}
 	busy = append(busy, w.notReady...)
-	busy = union(busy, 0)
+	busy = judgekit.Union(busy, 0)
 	from = 0
 	clear := clearBound + w.replayServed()
-	for _, s := range append(busy, span{end, end}) {
-		if t := from + clear; t < s.from {
+	for _, s := range append(busy, span{From: end, To: end}) {
+		if t := from + clear; t < s.From {
 			if st := stateAt(t); st.Phase != wgwatch.PhaseStreaming {
 				v.add(&v.missed, "not cleared: healthy from %v, state %s/%s at %v", from, st.Phase, st.Reason, t)
 			}
 		}
-		from = max(from, s.to)
+		from = max(from, s.To)
 	}
 
 	// Steadiness: under faults that do not change, the state changes at
@@ -625,15 +451,6 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 			v.add(&v.flapping, "flapping: %d states published from %v to %v, under faults that did not change", n, a, b)
 		}
 	}
-}
-
-// spansBefore returns the last n spans that start before t.
-func spansBefore(spans []span, t time.Duration, n int) []span {
-	i := 0
-	for i < len(spans) && spans[i].from < t {
-		i++
-	}
-	return spans[max(i-n, 0):i]
 }
 
 // replayServed is how long the server takes to serve one replay of the

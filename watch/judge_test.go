@@ -1,17 +1,18 @@
+// The judge seeds math/rand's global source before each schedule: client-go's
+// reflector draws its watch timeouts and its backoff's jitter from it, and
+// a seed must replay an informer's history exactly.
+//go:debug randseednop=0
+
 package watch_test
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
-	"math"
+	"hash/fnv"
+	"maps"
+	mathrand "math/rand"
 	"math/rand/v2"
-	"net"
-	"net/url"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/watchgrade/watchgrade/internal/judgekit"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
 )
@@ -40,33 +42,30 @@ var (
 	judgeSeed      = flag.Uint64("judge.seed", 1, "seed of TestJudge's first schedule")
 	judgeVerbose   = flag.Bool("judge.v", false, "print every schedule TestJudge runs, and the states it saw")
 	judgeAt        = flag.Duration("judge.at", -1, "with -judge.v, print the session endings and requests of the 5 minutes before this time of a failed schedule")
+	judgeReplays   = flag.Int("judge.replays", 20, "number of seeds TestJudgeReplay plays twice each, from -judge.seed on")
 )
 
-// slot is a kind of fault; faults of one slot never overlap.
-type slot string
+// The judges' kit: the slots of faults, the chooser, spans of virtual
+// time, and what live means (internal/judgekit, shared with the pipeline
+// judge).
+type (
+	slot    = judgekit.Slot
+	chooser = judgekit.Chooser
+	span    = judgekit.Span
+)
 
 const (
-	slotErr       slot = "err"
-	slotRefuse    slot = "refuse"
-	slotFlap      slot = "flap"
-	slotStale     slot = "stale"
-	slotWatchList slot = "refuse-watch-list"      // not trouble: a server without watch-list
-	slotInStream  slot = "watch-list-unsupported" // not trouble: refused by an ERROR event
-	slotStall     slot = "stall-cache"
-	slotHandler   slot = "handler"
-	slotSlow      slot = "slow-handler" // not trouble: slow, never stuck
-	slotStuck     slot = "stuck-handler"
+	slotErr       = judgekit.SlotErr
+	slotRefuse    = judgekit.SlotRefuse
+	slotFlap      = judgekit.SlotFlap
+	slotStale     = judgekit.SlotStale
+	slotWatchList = judgekit.SlotWatchList
+	slotInStream  = judgekit.SlotInStream
+	slotStall     = judgekit.SlotStall
+	slotHandler   = judgekit.SlotHandler
+	slotSlow      = judgekit.SlotSlow
+	slotStuck     = judgekit.SlotStuck
 )
-
-// trouble reports whether a fault of slot s keeps a stream from being
-// live, or its consumer from being current.
-func (s slot) trouble() bool {
-	return s != slotWatchList && s != slotInStream && s != slotSlow
-}
-
-// handlerSlot reports whether s is a fault of the consumer's handler,
-// which informers do not have here.
-func (s slot) handlerSlot() bool { return s == slotHandler || s == slotSlow || s == slotStuck }
 
 // step is one thing a schedule does at a point of virtual time.
 type step struct {
@@ -99,114 +98,50 @@ func (sc schedule) String() string {
 	return b.String()
 }
 
-// chooser makes the generator's decisions: from a PRNG, or from a fuzz
-// input (then a PRNG once the input runs out).
-type chooser struct {
-	data []byte
-	rng  *rand.Rand
-}
-
-func (c *chooser) intn(n int) int {
-	if n <= 1 {
-		return 0
-	}
-	if len(c.data) >= 2 {
-		v := int(c.data[0])<<8 | int(c.data[1])
-		c.data = c.data[2:]
-		return v % n
-	}
-	return c.rng.IntN(n)
-}
-
-// logDuration picks a duration between lo and hi, uniform in its log.
-func (c *chooser) logDuration(lo, hi time.Duration) time.Duration {
-	if hi <= lo {
-		return lo
-	}
-	steps := 1000
-	f := float64(c.intn(steps+1)) / float64(steps)
-	ratio := float64(hi) / float64(lo)
-	return time.Duration(float64(lo) * math.Pow(ratio, f))
-}
-
-var humanErrs = []func() error{
-	watchtest.Forbidden,
-	func() error { return apierrors.NewUnauthorized("token expired") },
-	watchtest.NotFound,
-	// A CA rotated under the controller, as client-go reports it.
-	func() error {
-		return transportErr(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}})
-	},
-}
-
-var transientErrs = []func(c *chooser) error{
-	func(c *chooser) error { return watchtest.TooManyRequests(1 + c.intn(5)) },
-	func(*chooser) error { return watchtest.ServiceUnavailable() },
-	func(*chooser) error { return apierrors.NewInternalError(errors.New("etcdserver: request timed out")) },
-	// A dial or a read that timed out, and client-go's own request
-	// timeout, as client-go reports them.
-	func(*chooser) error {
-		return transportErr(&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
-	},
-	func(*chooser) error { return transportErr(context.DeadlineExceeded) },
-	// The server's own timeout on a LIST it could not serve in time, and
-	// a name that does not resolve (a control plane moving).
-	func(*chooser) error { return apierrors.NewServerTimeout(configmaps, "list", 2) },
-	func(*chooser) error {
-		return transportErr(&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "kubernetes.default.svc", IsNotFound: true}})
-	},
-}
-
-// transportErr is err as client-go returns a transport failure: inside a
-// *url.Error naming the request.
-func transportErr(err error) error {
-	return &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api/v1/configmaps?resourceVersion=12&watch=true", Err: err}
-}
-
 // aheadCursor is a cursor far ahead of any simulated server: persisted
 // from another cluster.
 const aheadCursor = "1000000"
 
 // generate builds the schedule of seed, deciding with c.
 func generate(seed uint64, c *chooser) schedule {
-	sc := schedule{seed: seed, informer: c.intn(4) == 0}
-	sc.horizon = c.logDuration(time.Minute, 6*time.Hour)
+	sc := schedule{seed: seed, informer: c.Intn(4) == 0}
+	sc.horizon = c.LogDuration(time.Minute, 6*time.Hour)
 	sc.settle = 2*maxBackoff + transientGrace + stallBound
-	sc.initial = []int{0, 1, 3, 5, 12, 30}[c.intn(6)]
+	sc.initial = []int{0, 1, 3, 5, 12, 30}[c.Intn(6)]
 	sc.server.Seed = seed
-	sc.server.Expiry = []watchtest.ExpiryShape{watchtest.ExpiryErrorEvent, watchtest.ExpiryGoneEvent, watchtest.ExpiryOpenError}[c.intn(3)]
-	sc.server.DisableWatchCache = c.intn(5) == 0
-	if c.intn(3) == 0 {
+	sc.server.Expiry = []watchtest.ExpiryShape{watchtest.ExpiryErrorEvent, watchtest.ExpiryGoneEvent, watchtest.ExpiryOpenError}[c.Intn(3)]
+	sc.server.DisableWatchCache = c.Intn(5) == 0
+	if c.Intn(3) == 0 {
 		sc.server.BookmarkInterval = -1
 	}
-	if c.intn(2) == 0 {
-		sc.server.WatchCacheSize = 1 + c.intn(10)
-		sc.server.WatchCacheWindow = c.logDuration(time.Second, 2*time.Minute)
+	if c.Intn(2) == 0 {
+		sc.server.WatchCacheSize = 1 + c.Intn(10)
+		sc.server.WatchCacheWindow = c.LogDuration(time.Second, 2*time.Minute)
 	}
-	switch c.intn(4) {
+	switch c.Intn(4) {
 	case 0:
 		sc.server.Latency = watchtest.Latency{Off: true}
 	case 1:
 		// A server under load: every request takes its time, and
 		// replays take long enough to be cut part-way.
-		sc.server.Latency = watchtest.Latency{Request: c.logDuration(10*time.Millisecond, 2*time.Second), PerObject: c.logDuration(time.Millisecond, 500*time.Millisecond)}
+		sc.server.Latency = watchtest.Latency{Request: c.LogDuration(10*time.Millisecond, 2*time.Second), PerObject: c.LogDuration(time.Millisecond, 500*time.Millisecond)}
 	}
-	if c.intn(3) == 0 {
-		sc.server.RestartNotReady = c.logDuration(100*time.Millisecond, 40*time.Second)
+	if c.Intn(3) == 0 {
+		sc.server.RestartNotReady = c.LogDuration(100*time.Millisecond, 40*time.Second)
 	}
-	if c.intn(4) == 0 {
-		sc.server.WatchChannelSize = 1 + c.intn(4)
+	if c.Intn(4) == 0 {
+		sc.server.WatchChannelSize = 1 + c.Intn(4)
 	}
-	sc.stream.DisableWatchList = c.intn(4) == 0
-	sc.stream.Cursor = []string{"", "", "0", "1", aheadCursor}[c.intn(5)]
+	sc.stream.DisableWatchList = c.Intn(4) == 0
+	sc.stream.Cursor = []string{"", "", "0", "1", aheadCursor}[c.Intn(5)]
 	if sc.informer {
 		sc.stream.Cursor = ""
 	}
-	if c.intn(3) == 0 {
-		sc.stream.ListPageSize = int64(1 + c.intn(4)) // a LIST of many pages
+	if c.Intn(3) == 0 {
+		sc.stream.ListPageSize = int64(1 + c.Intn(4)) // a LIST of many pages
 	}
-	if c.intn(4) == 0 {
-		sc.stream.WatchTimeout = c.logDuration(2*shortSession, 10*time.Minute)
+	if c.Intn(4) == 0 {
+		sc.stream.WatchTimeout = c.LogDuration(2*shortSession, 10*time.Minute)
 	}
 
 	names := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
@@ -214,70 +149,36 @@ func generate(seed uint64, c *chooser) schedule {
 	snapshotAt := time.Duration(-1)  // when an etcd snapshot was taken
 	at := time.Duration(0)
 	for {
-		at += c.logDuration(time.Millisecond, max(sc.horizon/8, time.Second))
+		at += c.LogDuration(time.Millisecond, max(sc.horizon/8, time.Second))
 		if at >= sc.horizon {
 			break
 		}
-		switch k := c.intn(22); {
+		switch k := c.Intn(22); {
 		case k < 8: // writes
 			n := 1
-			if c.intn(4) == 0 {
-				n = 1 + c.intn(12) // a burst
+			if c.Intn(4) == 0 {
+				n = 1 + c.Intn(12) // a burst
 			}
 			for i := range n {
-				name := names[c.intn(len(names))]
-				op := c.intn(3)
+				name := names[c.Intn(len(names))]
+				op := c.Intn(3)
 				sc.steps = append(sc.steps, step{at: at + time.Duration(i)*time.Millisecond, desc: fmt.Sprintf("write %s (%d)", name, op), do: func(w *world) { w.write(name, op) }})
 			}
 		case k < 15: // a fault, for a while
 			slots := []slot{slotErr, slotErr, slotRefuse, slotFlap, slotStale, slotWatchList, slotInStream, slotStall, slotHandler, slotSlow, slotStuck}
-			s := slots[c.intn(len(slots))]
-			if busy[s] > at || (sc.informer && s.handlerSlot()) {
+			s := slots[c.Intn(len(slots))]
+			if busy[s] > at || (sc.informer && s.HandlerSlot()) {
 				continue
 			}
-			d := c.logDuration(time.Millisecond, min(2*time.Hour, sc.horizon))
+			d := c.LogDuration(time.Millisecond, min(2*time.Hour, sc.horizon))
 			end := min(at+d, sc.horizon)
 			busy[s] = end + time.Millisecond
-			iv := &interval{slot: s, start: at, end: end}
-			var f watchtest.Faults
-			desc := string(s)
-			switch s {
-			case slotErr:
-				iv.human = c.intn(2) == 0
-				if iv.human {
-					iv.err = humanErrs[c.intn(len(humanErrs))]()
-				} else {
-					iv.err = transientErrs[c.intn(len(transientErrs))](c)
-				}
-				f.Err = iv.err
-				desc += " " + iv.err.Error()
-			case slotRefuse:
-				f.Refuse = true
-			case slotFlap:
-				f.WatchLifetime = c.logDuration(time.Millisecond, 3*time.Second)
-				desc += " " + f.WatchLifetime.String()
-			case slotStale:
-				f.StaleProxy = true
-			case slotWatchList:
-				f.RefuseWatchList = true
-			case slotInStream:
-				f.WatchListUnsupported = true
-			case slotStall:
-				f.StallCache = true
-			case slotHandler:
-				iv.human = c.intn(3) == 0
-				if iv.human {
-					iv.err = fmt.Errorf("update status: %w", watchtest.Forbidden())
-				} else {
-					iv.err = errors.New("database unavailable")
-				}
-				desc += " " + iv.err.Error()
-			case slotSlow:
-				iv.delay = c.logDuration(time.Millisecond, maxSlowCall)
-				desc += " " + iv.delay.String()
-			case slotStuck:
+			fl := judgekit.DrawFault(c, s)
+			iv := &interval{slot: s, human: fl.Human, err: fl.Err, delay: fl.Delay, start: at, end: end}
+			if s == slotStuck {
 				iv.until = end
 			}
+			f, desc := fl.Faults, fl.Desc
 			sc.steps = append(sc.steps,
 				step{at: at, desc: "on " + desc, do: func(w *world) { w.on(iv, f) }},
 				step{at: end, desc: "off " + string(s), do: func(w *world) { w.off(s) }})
@@ -286,15 +187,15 @@ func generate(seed uint64, c *chooser) schedule {
 				continue
 			}
 			snapshotAt = at
-			restoreAt := at + c.logDuration(time.Second, 2*time.Hour)
+			restoreAt := at + c.LogDuration(time.Second, 2*time.Hour)
 			if restoreAt >= sc.horizon {
 				continue
 			}
 			// etcdutl's --bump-revision must exceed every revision written
 			// since the snapshot (the Kubernetes docs suggest a billion).
 			bump := int64(0)
-			if c.intn(2) == 0 {
-				bump = 1_000_000 + int64(c.intn(100000))
+			if c.Intn(2) == 0 {
+				bump = 1_000_000 + int64(c.Intn(100000))
 			}
 			sc.steps = append(sc.steps,
 				step{at: at, desc: "etcd snapshot", do: func(w *world) { w.etcd = w.srv.Snapshot() }},
@@ -313,7 +214,7 @@ func generate(seed uint64, c *chooser) schedule {
 					w.noteServer()
 				}})
 		default: // an instant action
-			switch c.intn(7) {
+			switch c.Intn(7) {
 			case 0:
 				sc.steps = append(sc.steps, step{at: at, desc: "close watches", do: func(w *world) { w.action(); w.srv.CloseWatches() }})
 			case 1:
@@ -321,7 +222,7 @@ func generate(seed uint64, c *chooser) schedule {
 			case 2:
 				sc.steps = append(sc.steps, step{at: at, desc: "compact", do: func(w *world) { w.action(); w.srv.Compact() }})
 			case 3:
-				n := 1 + c.intn(1000)
+				n := 1 + c.Intn(1000)
 				sc.steps = append(sc.steps, step{at: at, desc: fmt.Sprintf("advance %d", n), do: func(w *world) { w.srv.AdvanceRevision(n) }})
 			case 4:
 				sc.steps = append(sc.steps, step{at: at, desc: "fail watches 500", do: func(w *world) {
@@ -337,7 +238,7 @@ func generate(seed uint64, c *chooser) schedule {
 				}})
 			default:
 				// A storm: the same instant action again and again.
-				n, every := 2+c.intn(40), c.logDuration(100*time.Millisecond, 30*time.Second)
+				n, every := 2+c.Intn(40), c.LogDuration(100*time.Millisecond, 30*time.Second)
 				for i := range n {
 					sc.steps = append(sc.steps, step{at: at + time.Duration(i)*every, desc: "storm restart", do: func(w *world) { w.restart(); w.srv.Restart() }})
 				}
@@ -368,10 +269,6 @@ func generate(seed uint64, c *chooser) schedule {
 // not-ready phase, a backoff, the stream's check of its cursor and the
 // server's 3 s answer.
 const restoreQuiet = 2 * time.Minute
-
-// maxSlowCall is the longest a slow handler's call takes: slow, but a
-// burst of a dozen events still drains well within TransientGrace.
-const maxSlowCall = 500 * time.Millisecond
 
 // interval is one fault, in force from start to end (since the run began).
 type interval struct {
@@ -459,7 +356,7 @@ func (w *world) on(iv *interval, f watchtest.Faults) {
 	iv.start, iv.end = w.now(), -1
 	w.open[iv.slot] = iv
 	w.intervals = append(w.intervals, iv)
-	if iv.slot.handlerSlot() {
+	if iv.slot.HandlerSlot() {
 		w.mu.Lock()
 		w.handler[iv.slot] = iv
 		w.mu.Unlock()
@@ -476,7 +373,7 @@ func (w *world) off(s slot) {
 	}
 	iv.end = w.now()
 	delete(w.open, s)
-	if s.handlerSlot() {
+	if s.HandlerSlot() {
 		w.mu.Lock()
 		delete(w.handler, s)
 		w.mu.Unlock()
@@ -486,23 +383,7 @@ func (w *world) off(s slot) {
 	w.apply()
 }
 
-func (w *world) apply() {
-	var f watchtest.Faults
-	for _, g := range w.faults {
-		f.Refuse = f.Refuse || g.Refuse
-		f.RefuseWatchList = f.RefuseWatchList || g.RefuseWatchList
-		f.WatchListUnsupported = f.WatchListUnsupported || g.WatchListUnsupported
-		f.StaleProxy = f.StaleProxy || g.StaleProxy
-		f.StallCache = f.StallCache || g.StallCache
-		if g.Err != nil {
-			f.Err = g.Err
-		}
-		if g.WatchLifetime > 0 {
-			f.WatchLifetime = g.WatchLifetime
-		}
-	}
-	w.srv.SetFaults(f)
-}
+func (w *world) apply() { w.srv.SetFaults(judgekit.Combine(w.faults)) }
 
 // handlerErr is the error the handler returns now, if it fails.
 func (w *world) handlerErr() error {
@@ -534,7 +415,7 @@ func (w *world) action() { w.actions = append(w.actions, w.now()) }
 // ready until its watch cache has initialised.
 func (w *world) restart() {
 	w.action()
-	w.notReady = append(w.notReady, span{w.now(), w.now() + w.restartNotReady})
+	w.notReady = append(w.notReady, span{From: w.now(), To: w.now() + w.restartNotReady})
 }
 
 // play runs sc inside a synctest bubble and judges it.
@@ -567,8 +448,10 @@ func play(t *testing.T, sc schedule) (v verdict) {
 		var stop func()
 		var store cache.Store
 		var stateOf func() wgwatch.State
+		// client-go's reflector draws from math/rand's global source.
+		mathrand.Seed(int64(sc.seed))
 		if sc.informer {
-			stop, store, stateOf = runInformer(t, srv, p)
+			stop, store, stateOf = runSeededInformer(t, srv, p, rand.New(rand.NewPCG(sc.seed, 3)).Float64)
 		} else {
 			opts := sc.stream
 			// Through Observers, as a controller wires its metrics and
@@ -596,22 +479,34 @@ func play(t *testing.T, sc schedule) (v verdict) {
 			stateOf = s.State
 			stop = runStream(t, s)
 		}
+		// Each step runs once everything else due at its instant has run
+		// and blocked, and the next waits for what it set off: the
+		// order of what happens at one instant is the schedule's, not the
+		// goroutine scheduler's, and a seed replays exactly.
 		for _, st := range sc.steps {
 			time.Sleep(st.at - w.now())
+			synctest.Wait()
 			st.do(w)
+			synctest.Wait()
 			if w.stream != nil {
 				w.cursors = append(w.cursors, stamped[string]{w.now(), w.stream.Cursor()})
 			}
 		}
 		time.Sleep(sc.horizon - w.now())
-		for s := range w.open {
+		synctest.Wait()
+		for _, s := range slices.Sorted(maps.Keys(w.open)) {
 			w.off(s)
 		}
+		synctest.Wait()
 		quiet := w.now()
 		time.Sleep(sc.settle / 2)
+		synctest.Wait()
 		w.write("init0", 1)
+		synctest.Wait()
 		w.write("late", 1)
+		synctest.Wait()
 		time.Sleep(sc.settle / 2)
+		synctest.Wait()
 		end := w.now()
 
 		// No loss, no ghosts.
@@ -624,12 +519,12 @@ func play(t *testing.T, sc schedule) (v verdict) {
 				got[m.GetName()] = m.GetResourceVersion()
 			}
 		}
-		for name, rv := range want {
-			if got[name] != rv {
+		for _, name := range sortedNames(want) {
+			if rv := want[name]; got[name] != rv {
 				v.add(&v.lost, "lost: %s@%s, the consumer has %q", name, rv, got[name])
 			}
 		}
-		for name := range got {
+		for _, name := range sortedNames(got) {
 			if _, ok := want[name]; !ok {
 				v.add(&v.ghosts, "ghost: %s is gone from the server, the consumer still has it", name)
 			}
@@ -664,6 +559,7 @@ func play(t *testing.T, sc schedule) (v verdict) {
 		stop()
 		// Stopped, the consumer holds no watch open on the server.
 		synctest.Wait()
+		v.trace = traceOf(p, srv.Requests(), w.start)
 		if n := srv.OpenWatches(); n > 0 {
 			v.add(&v.openWatches, "%d watches still open on the server after the consumer stopped", n)
 		}
@@ -774,13 +670,9 @@ func refusesWrongOptions(v *verdict, srv *watchtest.Server, p *probe, sc schedul
 	}
 }
 
-// isCursorCheck reports whether r is a stream's check of its cursor (a
-// LIST of one object with a timeoutSeconds, either way it is asked): not
-// a replay, and no session of its own. A replay's first page after a 410
-// is NotOlderThan the expired cursor, and may be of one object.
-func isCursorCheck(r watchtest.Request) bool {
-	return r.Kind == watchtest.CallList && r.Options.Limit == 1 && r.Options.TimeoutSeconds != nil
-}
+// isCursorCheck reports whether r is a stream's check of its cursor (see
+// judgekit.IsCursorCheck).
+func isCursorCheck(r watchtest.Request) bool { return judgekit.IsCursorCheck(r) }
 
 // replayTimes returns when each full replay was served: a LIST's first
 // page or a watch-list the server did not refuse.
@@ -818,18 +710,23 @@ func TestJudge(t *testing.T) {
 	before := runtime.NumGoroutine()
 	var total verdict
 	failed := 0
+	traces := fnv.New64a() // of every schedule's trace hash, in order
 	for i := range *judgeSchedules {
 		seed := *judgeSeed + uint64(i)
-		sc := generate(seed, &chooser{rng: rand.New(rand.NewPCG(seed, 0))})
+		sc := generate(seed, &chooser{Rng: rand.New(rand.NewPCG(seed, 0))})
 		var v verdict
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			v = play(t, sc)
+			h := traceHash(v.trace)
 			if *judgeVerbose || v.failed() {
 				t.Logf("%v", sc)
 			}
 			if v.failed() {
-				t.Errorf("schedule %d broke the invariants:\n  %s", seed, strings.Join(v.notes, "\n  "))
+				t.Errorf("schedule %d broke the invariants (trace %016x):\n  %s\n  trace:\n    %s", seed, h, strings.Join(v.notes, "\n  "), strings.Join(v.trace, "\n    "))
+			} else {
+				t.Logf("trace %016x, %d facts", h, len(v.trace))
 			}
+			fmt.Fprintf(traces, "%016x\n", h)
 		})
 		if v.failed() {
 			failed++
@@ -841,6 +738,7 @@ func TestJudge(t *testing.T) {
 	fmt.Printf("judge: schedules=%d failed=%d false_needs_human=%d missed=%d lost=%d ghosts=%d dup=%d dishonest=%d flapping=%d leaks=%d open_watches=%d wrong_options_taken=%d max_replays_per_hour=%d bound=%d max_publications_per_stretch=%d bound=%d\n",
 		*judgeSchedules, failed, total.falseNeedsHuman, total.missed, total.lost, total.ghosts, total.dup+total.cursorBack, total.dishonest, total.flapping, leaks, total.openWatches, total.badOptions,
 		total.replaysPerHour, replayBound(time.Hour), total.publications, maxPublications)
+	fmt.Printf("judge: trace seeds=%d..%d hash=%016x\n", *judgeSeed, *judgeSeed+uint64(max(*judgeSchedules, 1))-1, traces.Sum64())
 	if leaks > 0 {
 		t.Errorf("%d goroutines more than before the schedules", leaks)
 	}
@@ -851,9 +749,9 @@ func FuzzJudge(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3})
 	f.Add([]byte("a replay loop behind a proxy"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		sc := generate(0, &chooser{data: data, rng: rand.New(rand.NewPCG(uint64(len(data)), 1))})
+		sc := generate(0, &chooser{Data: data, Rng: rand.New(rand.NewPCG(uint64(len(data)), 1))})
 		if v := play(t, sc); v.failed() {
-			t.Errorf("schedule broke the invariants:\n  %s\n%v", strings.Join(v.notes, "\n  "), sc)
+			t.Errorf("schedule broke the invariants (trace %016x):\n  %s\n%v\n  trace:\n    %s", traceHash(v.trace), strings.Join(v.notes, "\n  "), sc, strings.Join(v.trace, "\n    "))
 		}
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	wgevents "github.com/watchgrade/watchgrade/events"
+	"github.com/watchgrade/watchgrade/internal/judgekit"
 	wgmetrics "github.com/watchgrade/watchgrade/metrics"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
@@ -52,8 +53,9 @@ type process struct {
 	runners    []*runner
 
 	// Guarded by w.mu.
-	states    [][]stampedState // by stream
-	views     [][]viewMark     // by stream
+	states    [][]stampedState   // by stream
+	ends      [][]judgekit.Ended // the session endings, by stream
+	views     [][]viewMark       // by stream
 	mirrors   []map[string]string
 	infs      []cache.SharedIndexInformer
 	sightings []sighting
@@ -100,7 +102,7 @@ func newProcess(w *world, id int) *process {
 	p := &process{w: w, id: id, start: w.now(), end: -1, q: newQueue(), workerDone: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	n := len(w.servers)
-	p.states, p.views = make([][]stampedState, n), make([][]viewMark, n)
+	p.states, p.views, p.ends = make([][]stampedState, n), make([][]viewMark, n), make([][]judgekit.Ended, n)
 	p.mirrors, p.infs = make([]map[string]string, n), make([]cache.SharedIndexInformer, n)
 	p.streams, p.runners = make([]*wgwatch.Stream, n), make([]*runner, n)
 	var err error
@@ -335,6 +337,10 @@ func (p *process) observer(i int) wgwatch.Observer {
 		p.w.mu.Lock()
 		defer p.w.mu.Unlock()
 		p.states[i] = append(p.states[i], stampedState{p.w.now(), s})
+	}, SessionEndedFunc: func(e wgwatch.SessionEnd) {
+		p.w.mu.Lock()
+		defer p.w.mu.Unlock()
+		p.ends[i] = append(p.ends[i], judgekit.Ended{At: p.w.now(), End: e})
 	}}
 	return wgwatch.Observers(p.acc, p.wm, rec)
 }

@@ -1,16 +1,12 @@
 package pipeline_test
 
 import (
-	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
+	"github.com/watchgrade/watchgrade/internal/judgekit"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
@@ -45,17 +41,22 @@ const (
 	quietAfter  = 2 * time.Minute
 )
 
-// slot is a kind of server fault; faults of one slot on one server never
-// overlap.
-type slot string
+// The judges' kit (internal/judgekit, shared with the watch judge): the
+// slots of faults (of one slot on one server, never two at once), the
+// chooser, spans of virtual time.
+type (
+	slot    = judgekit.Slot
+	chooser = judgekit.Chooser
+	span    = judgekit.Span
+)
 
 const (
-	slotErr       slot = "err"
-	slotRefuse    slot = "refuse"
-	slotFlap      slot = "flap"
-	slotStale     slot = "stale"
-	slotWatchList slot = "refuse-watch-list" // not trouble: a server without watch-list
-	slotHandler   slot = "handler"
+	slotErr       = judgekit.SlotErr
+	slotRefuse    = judgekit.SlotRefuse
+	slotFlap      = judgekit.SlotFlap
+	slotStale     = judgekit.SlotStale
+	slotWatchList = judgekit.SlotWatchList // not trouble: a server without watch-list
+	slotHandler   = judgekit.SlotHandler
 )
 
 // step is one thing a history does at a point of virtual time.
@@ -148,47 +149,6 @@ func (h history) String() string {
 	return b.String()
 }
 
-// chooser makes the generator's decisions: from a PRNG, or from a fuzz
-// input (then a PRNG once the input runs out).
-type chooser struct {
-	data []byte
-	rng  *rand.Rand
-}
-
-func (c *chooser) intn(n int) int {
-	if n <= 1 {
-		return 0
-	}
-	if len(c.data) >= 2 {
-		v := int(c.data[0])<<8 | int(c.data[1])
-		c.data = c.data[2:]
-		return v % n
-	}
-	return c.rng.IntN(n)
-}
-
-// logDuration picks a duration between lo and hi, uniform in its log.
-func (c *chooser) logDuration(lo, hi time.Duration) time.Duration {
-	if hi <= lo {
-		return lo
-	}
-	steps := 1000
-	f := float64(c.intn(steps+1)) / float64(steps)
-	return time.Duration(float64(lo) * math.Pow(float64(hi)/float64(lo), f))
-}
-
-var humanErrs = []func() error{
-	watchtest.Forbidden,
-	func() error { return apierrors.NewUnauthorized("token expired") },
-	watchtest.NotFound,
-}
-
-var transientErrs = []func(c *chooser) error{
-	func(c *chooser) error { return watchtest.TooManyRequests(1 + c.intn(5)) },
-	func(*chooser) error { return watchtest.ServiceUnavailable() },
-	func(*chooser) error { return apierrors.NewInternalError(errors.New("etcdserver: request timed out")) },
-}
-
 // gateLevels are the gate states a history sets: what the caller's own
 // dependency check reports, including the Starting flag a caller may set
 // by mistake (it must never hold an owner).
@@ -208,35 +168,35 @@ var gateLevels = []struct {
 // generate builds the history of seed, deciding with c.
 func generate(seed uint64, c *chooser) history {
 	h := history{seed: seed}
-	h.horizon = c.logDuration(2*time.Minute, 3*time.Hour)
-	h.owners = 1 + c.intn(4)
-	if c.intn(2) == 0 {
+	h.horizon = c.LogDuration(2*time.Minute, 3*time.Hour)
+	h.owners = 1 + c.Intn(4)
+	if c.Intn(2) == 0 {
 		h.rollup.StreamsCondition = "StreamsRunning"
 	}
-	if c.intn(5) == 0 {
+	if c.Intn(5) == 0 {
 		h.rollup.Empty = wgreadiness.EmptyEstablished
 	}
-	if c.intn(4) == 0 {
-		h.lagNow = 1 + c.intn(2)
+	if c.Intn(4) == 0 {
+		h.lagNow = 1 + c.Intn(2)
 	}
 	h.startGrace = wgreadiness.DefaultStartGrace
-	if c.intn(3) == 0 {
-		h.startGrace = []time.Duration{5 * time.Second, 10 * time.Second, 90 * time.Second}[c.intn(3)]
+	if c.Intn(3) == 0 {
+		h.startGrace = []time.Duration{5 * time.Second, 10 * time.Second, 90 * time.Second}[c.Intn(3)]
 	}
-	for i := range 1 + c.intn(3) {
+	for i := range 1 + c.Intn(3) {
 		var s streamSpec
-		s.informer = c.intn(4) == 0
+		s.informer = c.Intn(4) == 0
 		s.server.Seed = seed*7 + uint64(i)
-		s.server.Expiry = []watchtest.ExpiryShape{watchtest.ExpiryErrorEvent, watchtest.ExpiryGoneEvent, watchtest.ExpiryOpenError}[c.intn(3)]
-		s.server.DisableWatchCache = c.intn(5) == 0
-		if c.intn(3) == 0 {
+		s.server.Expiry = []watchtest.ExpiryShape{watchtest.ExpiryErrorEvent, watchtest.ExpiryGoneEvent, watchtest.ExpiryOpenError}[c.Intn(3)]
+		s.server.DisableWatchCache = c.Intn(5) == 0
+		if c.Intn(3) == 0 {
 			s.server.BookmarkInterval = -1
 		}
-		if c.intn(2) == 0 {
-			s.server.WatchCacheSize = 1 + c.intn(10)
-			s.server.WatchCacheWindow = c.logDuration(time.Second, 2*time.Minute)
+		if c.Intn(2) == 0 {
+			s.server.WatchCacheSize = 1 + c.Intn(10)
+			s.server.WatchCacheWindow = c.LogDuration(time.Second, 2*time.Minute)
 		}
-		s.opts.DisableWatchList = c.intn(4) == 0
+		s.opts.DisableWatchList = c.Intn(4) == 0
 		h.streams = append(h.streams, s)
 	}
 
@@ -245,23 +205,23 @@ func generate(seed uint64, c *chooser) history {
 	add := func(at time.Duration, g int, desc string, do func(w *world)) {
 		h.steps = append(h.steps, step{at: at, desc: desc, do: do, group: g})
 	}
-	owner := func() int { return c.intn(h.owners) }
+	owner := func() int { return c.Intn(h.owners) }
 	createOwner := func(at time.Duration, o int) {
-		streams := c.intn(1 << len(h.streams))
-		if c.intn(8) == 0 {
+		streams := c.Intn(1 << len(h.streams))
+		if c.Intn(8) == 0 {
 			streams = 0
 		}
 		add(at, 0, fmt.Sprintf("create o%d streams=%b", o, streams), func(w *world) { w.createOwner(o, streams) })
 	}
 
 	// Owners that predate the controller, then its first start.
-	if c.intn(3) == 0 {
+	if c.Intn(3) == 0 {
 		for o := range h.owners {
-			if c.intn(2) == 0 {
+			if c.Intn(2) == 0 {
 				createOwner(0, o)
 			}
 		}
-		h.firstStart = c.logDuration(2*time.Minute, 30*time.Minute)
+		h.firstStart = c.LogDuration(2*time.Minute, 30*time.Minute)
 	}
 	h.steps = append(h.steps, step{at: h.firstStart, desc: "controller start", do: func(w *world) { w.startController() }, keep: true})
 
@@ -275,39 +235,9 @@ func generate(seed uint64, c *chooser) history {
 		}
 		end := min(at+d, h.horizon)
 		busy[key] = end + time.Millisecond
-		human := false
-		var f watchtest.Faults
-		var err error
-		desc := fmt.Sprintf("s%d %s", srv, s)
-		switch s {
-		case slotErr:
-			human = c.intn(2) == 0
-			if human {
-				err = humanErrs[c.intn(len(humanErrs))]()
-			} else {
-				err = transientErrs[c.intn(len(transientErrs))](c)
-			}
-			f.Err = err
-			desc += " " + err.Error()
-		case slotRefuse:
-			f.Refuse = true
-		case slotFlap:
-			f.WatchLifetime = c.logDuration(time.Millisecond, 3*time.Second)
-			desc += " " + f.WatchLifetime.String()
-		case slotStale:
-			f.StaleProxy = true
-		case slotWatchList:
-			f.RefuseWatchList = true
-		case slotHandler:
-			human = c.intn(3) == 0
-			if human {
-				err = fmt.Errorf("update status: %w", watchtest.Forbidden())
-			} else {
-				err = errors.New("database unavailable")
-			}
-			desc += " " + err.Error()
-		}
-		on = step{at: at, desc: "on " + desc, do: func(w *world) { w.faultOn(srv, s, human, f, err) }}
+		fl := judgekit.DrawFault(c, s)
+		desc := fmt.Sprintf("s%d %s", srv, fl.Desc)
+		on = step{at: at, desc: "on " + desc, do: func(w *world) { w.faultOn(srv, s, fl.Human, fl.Faults, fl.Err) }}
 		off = step{at: end, desc: "off " + desc, do: func(w *world) { w.faultOff(srv, s) }}
 		return on, off, true
 	}
@@ -324,27 +254,27 @@ func generate(seed uint64, c *chooser) history {
 	quietUntil := time.Duration(-1) // the end of the last quiet window
 	at := h.firstStart
 	for {
-		at += c.logDuration(time.Millisecond, max(h.horizon/10, time.Second))
+		at += c.LogDuration(time.Millisecond, max(h.horizon/10, time.Second))
 		if at >= h.horizon {
 			break
 		}
-		switch k := c.intn(24); {
+		switch k := c.Intn(24); {
 		case k < 6: // writes to the streams' collections
 			n := 1
-			if c.intn(4) == 0 {
-				n = 1 + c.intn(12) // a burst
+			if c.Intn(4) == 0 {
+				n = 1 + c.Intn(12) // a burst
 			}
 			for i := range n {
-				srv, name, op := c.intn(len(h.streams)), string(rune('a'+c.intn(6))), c.intn(3)
+				srv, name, op := c.Intn(len(h.streams)), string(rune('a'+c.Intn(6))), c.Intn(3)
 				add(at+time.Duration(i)*time.Millisecond, 0, fmt.Sprintf("write s%d/%s (%d)", srv, name, op), func(w *world) { w.write(srv, name, op) })
 			}
 		case k < 9: // a server fault, for a while
-			srv := c.intn(len(h.streams))
-			s := []slot{slotErr, slotErr, slotRefuse, slotFlap, slotStale, slotWatchList, slotHandler}[c.intn(7)]
-			addFault(srv, s, at, c.logDuration(time.Millisecond, min(90*time.Minute, h.horizon)))
+			srv := c.Intn(len(h.streams))
+			s := []slot{slotErr, slotErr, slotRefuse, slotFlap, slotStale, slotWatchList, slotHandler}[c.Intn(7)]
+			addFault(srv, s, at, c.LogDuration(time.Millisecond, min(90*time.Minute, h.horizon)))
 		case k < 11: // an instant action on a server, or on all (an apiserver restart)
-			srv := c.intn(len(h.streams))
-			switch c.intn(6) {
+			srv := c.Intn(len(h.streams))
+			switch c.Intn(6) {
 			case 0:
 				add(at, 0, fmt.Sprintf("s%d close watches", srv), func(w *world) { w.action(srv, actionClose) })
 			case 1:
@@ -352,72 +282,72 @@ func generate(seed uint64, c *chooser) history {
 			case 2:
 				add(at, 0, fmt.Sprintf("s%d fail watches 500", srv), func(w *world) { w.action(srv, actionFail) })
 			case 3:
-				n := 1 + c.intn(1000)
+				n := 1 + c.Intn(1000)
 				add(at, 0, fmt.Sprintf("s%d advance %d", srv, n), func(w *world) { w.advance(srv, n) })
 			default:
 				add(at, 0, "apiserver restart", func(w *world) { w.apiserverRestart() })
 			}
 		case k < 14: // the owners themselves
 			o := owner()
-			switch c.intn(5) {
+			switch c.Intn(5) {
 			case 0, 1:
 				createOwner(at, o)
 			case 2:
 				add(at, 0, fmt.Sprintf("delete o%d", o), func(w *world) { w.deleteOwner(o) })
 			case 3:
 				add(at, 0, fmt.Sprintf("delete o%d", o), func(w *world) { w.deleteOwner(o) })
-				createOwner(at+c.logDuration(time.Millisecond, time.Minute), o)
+				createOwner(at+c.LogDuration(time.Millisecond, time.Minute), o)
 			default:
 				streams := -1 // same streams, a new generation
-				if c.intn(2) == 0 {
-					streams = c.intn(1 << len(h.streams))
+				if c.Intn(2) == 0 {
+					streams = c.Intn(1 << len(h.streams))
 				}
 				add(at, 0, fmt.Sprintf("bump o%d streams=%b", o, streams), func(w *world) { w.bumpOwner(o, streams) })
 			}
 		case k < 17: // the caller's own gates
-			o, gate := owner(), fmt.Sprint("g", c.intn(2))
-			if c.intn(5) == 0 {
+			o, gate := owner(), fmt.Sprint("g", c.Intn(2))
+			if c.Intn(5) == 0 {
 				add(at, 0, fmt.Sprintf("o%d remove gate %s", o, gate), func(w *world) { w.removeGate(o, gate) })
 				continue
 			}
-			lv := gateLevels[c.intn(len(gateLevels))]
+			lv := gateLevels[c.Intn(len(gateLevels))]
 			add(at, 0, fmt.Sprintf("o%d gate %s %s", o, gate, lv.name), func(w *world) { w.setGate(o, gate, lv.level, lv.starting) })
 		case k < 20: // a controller restart: a rollout, or an outage
 			if at < downUntil {
 				continue
 			}
 			var down time.Duration
-			switch c.intn(10) {
+			switch c.Intn(10) {
 			case 0, 1, 2, 3, 4:
-				down = c.logDuration(time.Millisecond, 5*time.Second)
+				down = c.LogDuration(time.Millisecond, 5*time.Second)
 			case 5, 6, 7:
-				down = c.logDuration(10*time.Second, 2*time.Minute)
+				down = c.LogDuration(10*time.Second, 2*time.Minute)
 			default:
-				down = c.logDuration(2*time.Minute, 20*time.Minute)
+				down = c.LogDuration(2*time.Minute, 20*time.Minute)
 			}
 			g := nextGroup()
 			add(at, g, "controller stop", func(w *world) { w.stopController() })
 			add(at+down, g, "controller start", func(w *world) { w.startController() })
 			downUntil = at + down + time.Second
 			// Owners created while it is down.
-			if down > time.Second && c.intn(2) == 0 {
+			if down > time.Second && c.Intn(2) == 0 {
 				createOwner(at+down/2, owner())
 			}
 			// A rollout into trouble: a fault that starts as the controller
 			// comes back, so that a stream may not establish within the
 			// start grace.
-			if c.intn(2) == 0 {
-				srv := c.intn(len(h.streams))
-				s := []slot{slotErr, slotRefuse, slotFlap, slotStale, slotHandler}[c.intn(5)]
-				addFault(srv, s, at+down-c.logDuration(time.Millisecond, time.Second), c.logDuration(time.Second, 10*time.Minute))
+			if c.Intn(2) == 0 {
+				srv := c.Intn(len(h.streams))
+				s := []slot{slotErr, slotRefuse, slotFlap, slotStale, slotHandler}[c.Intn(5)]
+				addFault(srv, s, at+down-c.LogDuration(time.Millisecond, time.Second), c.LogDuration(time.Second, 10*time.Minute))
 			}
 			// A stream run again soon after the start.
-			if c.intn(4) == 0 {
-				srv, after := c.intn(len(h.streams)), c.logDuration(time.Second, h.startGrace)
+			if c.Intn(4) == 0 {
+				srv, after := c.Intn(len(h.streams)), c.LogDuration(time.Second, h.startGrace)
 				add(at+down+after, g, fmt.Sprintf("s%d run again", srv), func(w *world) { w.rerun(srv) })
 			}
 		case k < 21: // one stream run again by the controller
-			srv := c.intn(len(h.streams))
+			srv := c.Intn(len(h.streams))
 			add(at, 0, fmt.Sprintf("s%d run again", srv), func(w *world) { w.rerun(srv) })
 		default: // a quiet restart: nothing else around it
 			if at < downUntil || at < h.firstStart+quietBefore || at-quietBefore <= quietUntil {
@@ -425,9 +355,9 @@ func generate(seed uint64, c *chooser) history {
 			}
 			g := nextGroup()
 			var from, to time.Duration
-			switch c.intn(3) {
+			switch c.Intn(3) {
 			case 0:
-				down := c.logDuration(time.Millisecond, 5*time.Second)
+				down := c.LogDuration(time.Millisecond, 5*time.Second)
 				h.steps = append(h.steps,
 					step{at: at, desc: "quiet controller stop", do: func(w *world) { w.stopController() }, group: g, keep: true},
 					step{at: at + down, desc: "quiet controller start", do: func(w *world) { w.startController() }, group: g, keep: true})
@@ -446,7 +376,7 @@ func generate(seed uint64, c *chooser) history {
 				from, to = at-quietBefore, ep.end
 				downUntil = ep.start + time.Second
 			}
-			h.quiet = append(h.quiet, span{from, to})
+			h.quiet = append(h.quiet, span{From: from, To: to})
 			quietUntil = to
 		}
 	}
@@ -463,20 +393,20 @@ func generate(seed uint64, c *chooser) history {
 // controller is down. Its steps are kept in the quiet window, in group g.
 func restartOverFault(c *chooser, h *history, at time.Duration, g int,
 	fault func(srv int, s slot, at, d time.Duration) (on, off step, ok bool), owner func() int) (episode, []step, bool) {
-	begun := c.logDuration(40*time.Second, quietBefore-10*time.Second)
-	down := c.logDuration(time.Millisecond, 5*time.Second)
-	ep := episode{stop: at, start: at + down, end: at + down + quietAfter, fate: []fate{fatePersists, fateEnds, fateChanges}[c.intn(3)]}
+	begun := c.LogDuration(40*time.Second, quietBefore-10*time.Second)
+	down := c.LogDuration(time.Millisecond, 5*time.Second)
+	ep := episode{stop: at, start: at + down, end: at + down + quietAfter, fate: []fate{fatePersists, fateEnds, fateChanges}[c.Intn(3)]}
 	during := at + down/2 // what becomes of the fault, while the controller is down
 	var steps []step
 	keep := func(st step) {
 		st.group, st.keep = g, true
 		steps = append(steps, st)
 	}
-	if c.intn(4) == 0 {
+	if c.Intn(4) == 0 {
 		// The caller's own gate.
-		o, name := owner(), fmt.Sprint("g", c.intn(2))
+		o, name := owner(), fmt.Sprint("g", c.Intn(2))
 		levels := []wgreadiness.Level{wgreadiness.LevelStalled, wgreadiness.LevelProgressing}
-		k := c.intn(2)
+		k := c.Intn(2)
 		set := func(at time.Duration, lv wgreadiness.Level) {
 			keep(step{at: at, desc: fmt.Sprintf("o%d gate %s %s", o, name, lv), do: func(w *world) { w.setGate(o, name, lv, false) }})
 		}
@@ -489,8 +419,8 @@ func restartOverFault(c *chooser, h *history, at time.Duration, g int,
 		}
 		ep.desc = fmt.Sprintf("o%d gate %s %s, %s", o, name, levels[k], ep.fate)
 	} else {
-		srv := c.intn(len(h.streams))
-		if c.intn(4) != 0 {
+		srv := c.Intn(len(h.streams))
+		if c.Intn(4) != 0 {
 			// As the window starts, every caller's gate is established and
 			// an owner follows the stream: the fault is what the owners
 			// show.
@@ -504,8 +434,8 @@ func restartOverFault(c *chooser, h *history, at time.Duration, g int,
 				}
 			}
 		}
-		sl := []slot{slotErr, slotErr, slotRefuse, slotFlap, slotHandler}[c.intn(5)]
-		end := ep.end + c.logDuration(time.Second, 10*time.Minute)
+		sl := []slot{slotErr, slotErr, slotRefuse, slotFlap, slotHandler}[c.Intn(5)]
+		end := ep.end + c.LogDuration(time.Second, 10*time.Minute)
 		if ep.fate != fatePersists {
 			end = during
 		}
@@ -520,7 +450,7 @@ func restartOverFault(c *chooser, h *history, at time.Duration, g int,
 		keep(step{at: on.at + time.Millisecond, desc: fmt.Sprintf("s%d close watches", srv), do: func(w *world) { w.action(srv, actionClose) }})
 		ep.desc = strings.TrimPrefix(on.desc, "on ") + ", " + string(ep.fate)
 		if ep.fate == fateChanges {
-			if on2, off2, ok := fault(srv, sl, during+time.Millisecond, ep.end+c.logDuration(time.Second, 10*time.Minute)-during); ok {
+			if on2, off2, ok := fault(srv, sl, during+time.Millisecond, ep.end+c.LogDuration(time.Second, 10*time.Minute)-during); ok {
 				keep(on2)
 				keep(off2)
 				ep.desc += " to " + strings.TrimPrefix(on2.desc, "on ")
@@ -541,7 +471,7 @@ func (h *history) dropInQuiet() {
 	}
 	inQuiet := func(s step) bool {
 		for _, q := range h.quiet {
-			if q.from <= s.at && s.at <= q.to {
+			if q.From <= s.at && s.at <= q.To {
 				return true
 			}
 		}
@@ -555,15 +485,15 @@ func (h *history) dropInQuiet() {
 		}
 		sp, ok := spans[s.group]
 		if !ok {
-			sp = span{s.at, s.at}
+			sp = span{From: s.at, To: s.at}
 		}
-		sp.from, sp.to = min(sp.from, s.at), max(sp.to, s.at)
+		sp.From, sp.To = min(sp.From, s.at), max(sp.To, s.at)
 		spans[s.group] = sp
 	}
 	drop := map[int]bool{}
 	for g, sp := range spans {
 		for _, q := range h.quiet {
-			if sp.from <= q.to && q.from <= sp.to {
+			if sp.From <= q.To && q.From <= sp.To {
 				drop[g] = true
 			}
 		}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
+	"github.com/watchgrade/watchgrade/internal/judgekit"
 	wgmetrics "github.com/watchgrade/watchgrade/metrics"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
 	"github.com/watchgrade/watchgrade/readiness/readinesstest"
@@ -112,7 +113,7 @@ func play(t *testing.T, h history) (v verdict) {
 		// settle with writes to every collection.
 		for i, s := range w.servers {
 			w.mu.Lock()
-			open := slices.Collect(maps.Keys(s.open))
+			open := slices.Sorted(maps.Keys(s.open))
 			w.mu.Unlock()
 			for _, sl := range open {
 				w.faultOff(i, sl)
@@ -280,13 +281,13 @@ func (p *process) viewGaps(i int, end time.Duration) []span {
 			open = m.at
 		case m.complete && open >= 0:
 			if m.at > open {
-				out = append(out, span{open, m.at})
+				out = append(out, span{From: open, To: m.at})
 			}
 			open = -1
 		}
 	}
 	if open >= 0 && open < end {
-		out = append(out, span{open, end})
+		out = append(out, span{From: open, To: end})
 	}
 	return out
 }
@@ -328,22 +329,36 @@ func (w *world) truths(end time.Duration) []streamTruth {
 	var out []streamTruth
 	for _, s := range w.servers {
 		var tr streamTruth
-		tr.live = liveSpans(s.srv.Requests(), w.start, end)
+		// When the server had a live watch, as the watch judge holds it
+		// (judgekit.LiveSpans): every process's watches count. A Stream
+		// starts with no cursor, so it is in doubt only after a session
+		// of its own that did not go live; an informer never is.
+		doubtAt := func(at time.Time) bool {
+			t := at.Sub(w.start)
+			var p *process // the process whose stream made the request
+			for _, q := range w.procs {
+				if q.start <= t {
+					p = q
+				}
+			}
+			return !s.spec.informer && p != nil && judgekit.Doubt(false, p.ends[s.i], t)
+		}
+		tr.live = judgekit.LiveSpans(s.srv.Requests(), w.start, end, judgekit.Opened(s.spec.server.Latency), doubtAt)
 		for _, iv := range s.intervals {
 			to := iv.end
 			if to < 0 {
 				to = end
 			}
 			if iv.trouble() {
-				tr.trouble = append(tr.trouble, span{iv.start, to})
+				tr.trouble = append(tr.trouble, span{From: iv.start, To: to})
 			}
 			if iv.human {
-				tr.human = append(tr.human, span{iv.start, to})
+				tr.human = append(tr.human, span{From: iv.start, To: to})
 			}
 		}
 		// A stream sees the server only when it asks: a healthy gap
 		// shorter than one backoff may pass unseen.
-		tr.trouble, tr.human = union(tr.trouble, bridge), union(tr.human, bridge)
+		tr.trouble, tr.human = judgekit.Union(tr.trouble, bridge), judgekit.Union(tr.human, bridge)
 		out = append(out, tr)
 	}
 	return out
@@ -353,10 +368,10 @@ func (w *world) truths(end time.Duration) []streamTruth {
 // the ground truth, as the watch package promises it: a cause that needs
 // a human for HumanGrace, or no live session for ProgressDeadline.
 func (tr streamTruth) needsHuman(t time.Duration) bool {
-	g := gapStart(tr.live, t)
-	return covered(tr.human, t-humanGrace, t-eps) ||
+	g := judgekit.GapStart(tr.live, t)
+	return judgekit.Covered(tr.human, t-humanGrace, t-eps) ||
 		(g >= 0 && t-g >= deadline-eps) ||
-		covered(tr.trouble, t-deadline+eps, t-eps)
+		judgekit.Covered(tr.trouble, t-deadline+eps, t-eps)
 }
 
 func judge(w *world, end time.Duration) (v verdict) {
@@ -483,13 +498,13 @@ func judgeStreams(v *verdict, w *world, lw lifeWindow) {
 				}
 			}
 			for _, gap := range p.viewGaps(i, lw.to) {
-				from, to := max(gap.from, gfrom), min(gap.to, gto)
+				from, to := max(gap.From, gfrom), min(gap.To, gto)
 				if from >= to {
 					continue
 				}
 				v.viewGaps++
-				held := !p.streamedBefore(i, gap.from)
-				d := max(from, gap.from+staleBound)
+				held := !p.streamedBefore(i, gap.From)
+				d := max(from, gap.From+staleBound)
 				if held {
 					d = max(from+eps, p.start+w.h.holdBound())
 				}
@@ -499,7 +514,7 @@ func judgeStreams(v *verdict, w *world, lw lifeWindow) {
 						counter, what = &v.heldTooLong, "held_too_long"
 					}
 					v.add(counter, "%s: %s %s: Ready=True at %v while the consumer of s%d has been behind its server since %v (process %d started %v)",
-						what, l.key, l.uid, at, i, gap.from, p.id, p.start)
+						what, l.key, l.uid, at, i, gap.From, p.id, p.start)
 				}
 			}
 		}
@@ -1141,7 +1156,7 @@ func TestPipeline(t *testing.T) {
 	failed := 0
 	for i := range *pipelineHistories {
 		seed := *pipelineSeed + uint64(i)
-		h := generate(seed, &chooser{rng: rand.New(rand.NewPCG(seed, 19))})
+		h := generate(seed, &chooser{Rng: rand.New(rand.NewPCG(seed, 19))})
 		var v verdict
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			v = play(t, h)
@@ -1174,7 +1189,7 @@ func FuzzPipeline(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3})
 	f.Add([]byte("a rollout of the controller while a stream is forbidden"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		h := generate(0, &chooser{data: data, rng: rand.New(rand.NewPCG(uint64(len(data)), 19))})
+		h := generate(0, &chooser{Data: data, Rng: rand.New(rand.NewPCG(uint64(len(data)), 19))})
 		if v := play(t, h); v.failed() {
 			t.Errorf("history broke the invariants:\n  %s\n%v", strings.Join(v.notes, "\n  "), h)
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/watchgrade/watchgrade/internal/judgekit"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
 )
@@ -78,7 +79,7 @@ type interval struct {
 	start, end time.Duration
 }
 
-func (iv interval) trouble() bool { return iv.slot != slotWatchList }
+func (iv interval) trouble() bool { return iv.slot.Trouble() }
 
 // gateMark is a caller's gate as it became at a moment.
 type gateMark struct {
@@ -239,21 +240,7 @@ func (w *world) faultOff(i int, sl slot) {
 }
 
 // combined is the faults in force on s, as one.
-func (s *server) combined() watchtest.Faults {
-	var f watchtest.Faults
-	for _, g := range s.faults {
-		f.Refuse = f.Refuse || g.Refuse
-		f.RefuseWatchList = f.RefuseWatchList || g.RefuseWatchList
-		f.StaleProxy = f.StaleProxy || g.StaleProxy
-		if g.Err != nil {
-			f.Err = g.Err
-		}
-		if g.WatchLifetime > 0 {
-			f.WatchLifetime = g.WatchLifetime
-		}
-	}
-	return f
-}
+func (s *server) combined() watchtest.Faults { return judgekit.Combine(s.faults) }
 
 // handlerErr is the error the consumer of stream i returns now, if any.
 func (w *world) handlerErrLocked(i int) error {
