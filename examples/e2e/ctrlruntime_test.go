@@ -86,8 +86,9 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // wgctrl's Grader, whose graded watch error log replaces that handler.
 // controller-runtime takes the first logger set in a process, so it is set
 // once here for the whole test binary; only the controller-runtime
-// controller logs through it (the client-go controller logs nothing at
-// error level, the kubebuilder operator runs as a process of its own, and
+// managers log through it (the example controller's, and those of
+// TestControllerRuntimeInformerOutage; the client-go controller logs
+// nothing at error level, the kubebuilder operator runs as a process of its own, and
 // the embedded kube-apiserver logs through klog). Tests in this package
 // run one after another, so a test counts the lines logged while it runs.
 var ctrlErrors = &ctrlErrorLog{}
