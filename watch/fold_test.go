@@ -124,7 +124,7 @@ func TestPublishedWhen(t *testing.T) {
 				_, out := f.do(fact{kind: factReplay, initial: true})
 				return out
 			},
-			wantStream: outcome{nil, []Escalation{{30 * s, blocked(ReasonNoLiveSession, false)}, {5 * m, pde}}},
+			wantStream:   outcome{nil, []Escalation{{30 * s, blocked(ReasonNoLiveSession, false)}, {5 * m, pde}}},
 			wantInformer: outcome{}},
 		{fact: "live", soFar: "not Streaming",
 			stream:       func(f *fold) []State { f.do(start); _, out := f.do(live); return out },
@@ -164,7 +164,7 @@ func TestPublishedWhen(t *testing.T) {
 				f.do(start)
 				f.do(live)
 				began := f.at
-				f.after(31*s).do(fact{kind: factStuck, since: began})
+				f.after(31 * s).do(fact{kind: factStuck, since: began})
 				// Live until the call began: not live, and in trouble for
 				// 31 s at this ending, so it is Blocked (the steadiness
 				// keeps HandlerStalled, Blocked already).
