@@ -48,8 +48,7 @@ const (
 // [Grade] needs to decide what it means.
 type Ending struct {
 	// OwnerDone is true when the owner's context was done when the session
-	// ended. It wins over everything else: a close that races a teardown is a
-	// teardown.
+	// ended. It wins over everything else.
 	OwnerDone bool
 	// Stage is where the session ended.
 	Stage Stage
@@ -62,27 +61,24 @@ type Ending struct {
 	// Events is the number of objects delivered in the session, a replay's
 	// included.
 	Events int
-	// Live is true when the session went live: after its replay, if it had
-	// one, it stayed open for [Policy.ShortSession]. A live session is
-	// healthy however it ended; a replay alone is not, and neither is an
-	// event that slipped through a session cut sooner (behind a proxy that
-	// cuts every watch, events arrive late: that is not health).
+	// Live is true when the session went live (see "When a session is
+	// live" in the package doc). A live session is healthy however it
+	// ended.
 	Live bool
 
 	// Failures counts the sessions in a row before this one that did not
 	// go live.
 	Failures int
-	// Trouble is how long the stream has gone without a live session, at
-	// this ending: since the last live session ended, or since the stream
-	// started if none has. Zero when this session was live.
+	// Trouble is how long the stream has gone without a live session:
+	// since the last live session ended, or since the stream started.
+	// Zero when this session was live.
 	Trouble time.Duration
 	// NeedsHumanFor is how long the failures that need a human have gone
-	// on in a row before this ending: from the first of them to now. Zero
-	// when there were none just before.
+	// on in a row, from the first of them. Zero when there were none just
+	// before.
 	NeedsHumanFor time.Duration
-	// ExpiredFor is how long the stream has been without a usable cursor:
-	// from the first expiry since it was last live to this ending. Zero
-	// when there was none before.
+	// ExpiredFor is how long ago the cursor first expired since the
+	// stream was last live. Zero when no earlier ending was an expiry.
 	ExpiredFor time.Duration
 	// Replays counts the replays started since the stream was last live,
 	// this session's included.
@@ -95,35 +91,29 @@ type Ending struct {
 type Policy struct {
 	// ShortSession is how long a session must stay open, after its replay
 	// if it had one, to count as live; a clean close that comes sooner is
-	// short, whatever it delivered.
-	// Defaults to 1s.
+	// short, whatever it delivered. Defaults to 1s.
 	ShortSession time.Duration
 	// FlapAfter is the number of short closes in a row, a replay having been
 	// tried since the stream was last live, after which the stream is
 	// Blocked with ReasonFlapping. Defaults to 3.
 	FlapAfter int
 	// TransientGrace is how long a stream may go without a live session
-	// before it is published as Blocked, whatever the cause: a stream that
-	// is not live is losing data, and an apiserver rolling over is done in
-	// less. Defaults to 30s.
+	// before it is published as Blocked, whatever the cause. Defaults to
+	// 30s.
 	TransientGrace time.Duration
 	// HumanGrace is how long failures that need a human may go on, seen
 	// by the stream's own requests, before they are published as needing a
-	// human: a Role, RoleBinding or CRD applied together with the
-	// controller takes seconds to take effect, and a fresh install must not
-	// raise a Warning. Defaults to 15s.
+	// human: a Role, RoleBinding or CRD applied with the controller takes
+	// seconds to take effect. Defaults to 15s.
 	HumanGrace time.Duration
 	// ProgressDeadline is how long a stream may go without a live session,
-	// whatever the cause, before it needs a human. It has a timer of its
-	// own: the stream is published within moments of the deadline, not at
-	// its next session ending. Defaults to 5m.
+	// whatever the cause, before it needs a human; it is published on a
+	// timer, not at the next ending. Defaults to 5m.
 	ProgressDeadline time.Duration
 	// ReplayGrace is how long a stream whose cursor expired may go without
-	// a live session (its replay, and the first moments of the session
-	// after it) before it is published as Replaying. Every apiserver
-	// restart expires every cursor (the new watch cache starts after them);
-	// a replay done within the grace loses nothing and is not news.
-	// Defaults to 10s.
+	// a live session before it is published as Replaying: every apiserver
+	// restart expires every cursor, and a replay done within the grace
+	// loses nothing. Defaults to 10s.
 	ReplayGrace time.Duration
 }
 
@@ -138,13 +128,11 @@ const (
 )
 
 // Validate reports, as an error wrapping [ErrInvalidOptions], thresholds
-// that cannot all be honoured, after defaults are applied: a
-// ProgressDeadline shorter than TransientGrace (the stream would be
-// stalled before it is even blocked), and a ShortSession as long as
-// TransientGrace (no session could go live before the stream is
-// published as blocked). [NewStream] and [Instrument] refuse such a
-// Policy; [Grade], which cannot fail, treats a ProgressDeadline shorter
-// than TransientGrace as TransientGrace.
+// that cannot all be honoured once defaults are applied: a
+// ProgressDeadline shorter than TransientGrace, or a ShortSession not
+// shorter than TransientGrace. [NewStream] and [Instrument] refuse such a
+// Policy; [Grade] treats a ProgressDeadline shorter than TransientGrace as
+// TransientGrace.
 func (p Policy) Validate() error {
 	p = p.filled()
 	var problems []string
@@ -162,8 +150,7 @@ func (p Policy) Validate() error {
 
 func (p Policy) withDefaults() Policy {
 	p = p.filled()
-	// Validate refuses this; Grade cannot, and keeps the escalations in
-	// order.
+	// Validate refuses this; Grade cannot.
 	p.ProgressDeadline = max(p.ProgressDeadline, p.TransientGrace)
 	return p
 }
@@ -235,8 +222,8 @@ type Verdict struct {
 	// Resource are left for the caller to fill in.
 	State State
 	// Escalations are the states to publish if the stream is still not live
-	// that long after this ending, latest last. A session going live
-	// cancels them; the next ending replaces them.
+	// that long after this ending, latest last. A live session cancels
+	// them; the next ending replaces them.
 	Escalations []Escalation
 	// Next is what to do next.
 	Next Next
@@ -254,11 +241,9 @@ type Escalation struct {
 }
 
 // Grade decides what a session ending means. It is pure: no I/O, no clock;
-// everything it needs is in the [Ending]. Rows are checked from top to
-// bottom; the first that matches decides. Health is judged over time: a
-// live session ([Ending.Live]) is healthy however it ended, and what a
-// failure publishes depends on how long the stream has gone without one
-// ([Ending.Trouble]), not on how many sessions failed.
+// everything it needs is in the [Ending]. The first row that matches
+// decides; why each row is what it is, see "The grading table" in the
+// package doc.
 //
 //	how it ended                                   outcome   publishes now                     next
 //	---------------------------------------------  --------  --------------------------------  ---------------------------
@@ -289,23 +274,17 @@ type Escalation struct {
 // Whatever the row, an ending that is not live publishes Blocked (with the
 // ending's reason; NeedsHuman only once the needs-a-human row says so) if
 // Trouble has reached TransientGrace, and Blocked with NeedsHuman and
-// [ReasonProgressDeadlineExceeded] if it has reached ProgressDeadline: a
-// stream that has not been live for that long is losing data, then
-// stalled, whatever the cause. The thresholds not reached yet are
-// [Verdict.Escalations], which a stream publishes on a timer if it has not
-// gone live by then (after an expiry: Replaying at ReplayGrace from the
-// expiry, or at TransientGrace from the last live session if that comes
-// first, then the deadline). A 410 is graded by what it answered, never by
-// its shape (HTTP 410 on the open; an ERROR event, reason Expired or Gone,
-// first or later in a session or in a watch-list; a LIST page whose
-// continue token expired): each shape makes the same Ending, so a resume
-// answered 410 replays at once and a replay answered 410 replays after a
-// backoff, for a stream and an instrumented informer alike. A short close is one that
-// came before the session went live; its reason is [ReasonFlapping]. A handler error takes the class of the
-// error it returned ([Classify]), so a handler that reports a Forbidden
-// from its own API call needs a human too.
-//
-// Retry-After from the server ([Verdict.RetryAfter]) is a floor for any wait.
+// [ReasonProgressDeadlineExceeded] if it has reached ProgressDeadline.
+// The thresholds not reached yet are [Verdict.Escalations] (after an
+// expiry: Replaying at ReplayGrace from the expiry, or at TransientGrace
+// if that comes first, then the deadline). A 410 is graded by what it
+// answered, never by its shape (a 410 on the open; an ERROR event with
+// reason Expired or Gone, anywhere in a session or a watch-list; a LIST
+// continue token that expired). A short close is a clean close before the
+// session went live; its reason is [ReasonFlapping]. A handler error takes
+// the class of the error it returned ([Classify]), so a handler's
+// Forbidden needs a human too. The server's Retry-After
+// ([Verdict.RetryAfter]) is a floor for any wait.
 func Grade(e Ending, p Policy) Verdict {
 	p = p.withDefaults()
 	if e.OwnerDone {
@@ -323,8 +302,7 @@ func Grade(e Ending, p Policy) Verdict {
 		v.Outcome = OutcomeExpired
 	}
 	replayStage := e.Stage == StageReplay || e.Stage == StageList
-	// A session that closed before it went live is short, unless it was
-	// a replay that took its time and was cut before it was complete.
+	// Not short: a replay that took its time and was cut before its end.
 	short := e.Cause == CauseClosed && !e.Live &&
 		(e.Stage != StageReplay || (e.Duration < p.ShortSession && e.Events == 0))
 	switch {
@@ -336,8 +314,7 @@ func Grade(e Ending, p Policy) Verdict {
 			v.Wait = WaitBackoff
 		}
 	case class == ClassExpired:
-		// Resuming from an expired cursor is answered by a replay at
-		// once; only replays that keep failing back off.
+		// Only replays that keep failing back off.
 		v.Next, v.Wait = NextReplay, WaitNone
 		if e.Replays > 0 {
 			v.Wait = WaitBackoff
@@ -346,8 +323,7 @@ func Grade(e Ending, p Policy) Verdict {
 		v.ShortClose = true
 		v.Next, v.Wait = gradeShortClose(e, p, replayStage, &v)
 	case e.Cause == CauseClosed:
-		// Only a replay can close before it went live without being short:
-		// its snapshot was not delivered, so the cursor is of no use.
+		// A replay cut before its end: no snapshot, no cursor.
 		v.Next, v.Wait = NextReplay, WaitNone
 		if e.Failures > 0 {
 			v.Wait = WaitBackoff
@@ -441,10 +417,8 @@ func escalations(e Ending, class Class, reason Reason, p Policy) []Escalation {
 }
 
 // startEscalations are what a stream or an instrumented informer
-// publishes if its first session never goes live, counted from its start:
-// until a session ends there is no ending to grade. A stream that resumes
-// from a cursor is Blocked at TransientGrace; one that replays is already
-// Replaying (InitialSync). Both need a human at ProgressDeadline.
+// publishes if its first session never goes live, counted from its start
+// (the "start" rows of "What is published when").
 func startEscalations(p Policy, resuming bool) []Escalation {
 	p = p.withDefaults()
 	var out []Escalation
@@ -528,9 +502,8 @@ func describe(e Ending) string {
 	return what + ": " + truncate(errorText(e.Err), maxErrText)
 }
 
-// errorText is err's text with any request URL cut to its path: client-go
-// wraps transport errors in a *url.Error whose URL carries the
-// resourceVersion, which would make every message different.
+// errorText is err's text with any request URL cut to its path, so that
+// the resourceVersion in a *url.Error's URL does not vary the message.
 func errorText(err error) string {
 	var ue *url.Error
 	if !errors.As(err, &ue) || ue.Err == nil {
