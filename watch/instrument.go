@@ -40,26 +40,18 @@ type InstrumentOptions struct {
 
 // InstrumentedListerWatcher wraps the ListerWatcher an informer is built
 // from, so that every List, every watch open and every session end of that
-// informer is graded by [Grade] and reported to an [Observer]. Results,
-// errors and events pass through as they are, and the informer keeps its
-// own retries and relists, with one exception: a List or watch open that
-// a server not there refuses is retried inside the call until the trouble
-// is published (see the package documentation, Informers).
+// informer is graded by [Grade] and reported to an [Observer], as a
+// [Stream]'s are (see Informers in the package doc). Results, errors and
+// events pass through as they are, and the informer keeps its own retries
+// and relists, except that a List or watch open refused by a server not
+// there is retried inside the call until the trouble is published. The
+// reflector's fallback from a refused watch-list to a LIST is not
+// reported as a session ending; events the reflector skips end nothing.
 //
-// Health is judged as a [Stream]'s is: a session is live once, after the
-// informer's relist (its List, or a watch-list's initial events), it has
-// stayed open for ShortSession; a relist done within ReplayGrace publishes
-// nothing. The reflector's fallback from a watch-list the server refuses
-// to a LIST, on the open or by an ERROR event before the initial events
-// end, is routine and is not reported as a session ending; events the
-// reflector skips (no resourceVersion, an unknown type) end nothing.
-//
-// The informer's watches are forwarded through one goroutine per open watch
-// and a result channel of 64 events; the goroutine ends when the watch ends
-// or is stopped. While the informer is not live, a timer stands for its
-// escalations; it publishes nothing once the context of the informer's last
-// call is done. Create one with [Instrument]. It is safe for concurrent
-// use.
+// Each open watch is forwarded by one goroutine, through a result channel
+// of 64 events, until the watch ends or is stopped. Escalations publish
+// nothing once the context of the informer's last call is done. Create one
+// with [Instrument]. It is safe for concurrent use.
 type InstrumentedListerWatcher struct {
 	inner          cache.ListerWatcherWithContext
 	watchListUnsup bool
@@ -70,12 +62,9 @@ type InstrumentedListerWatcher struct {
 
 	mu sync.Mutex
 	// idle is true until the informer's first call, and again after its
-	// teardown: the history starts over at its next call, so a standby
-	// before the informer runs (a leader election, a manager built long
-	// before it starts) is not counted as trouble.
+	// teardown: the history starts over at its next call.
 	idle bool
-	// backoff paces the calls retried for a refused connection; rand
-	// draws its jitter, in [0, 1).
+	// backoff paces the calls retried for a refused connection.
 	backoff backoff.Backoff
 	rand    func() float64
 }
@@ -88,10 +77,10 @@ var (
 // Instrument wraps lw for an informer: pass the result to
 // cache.NewSharedIndexInformer, or return it from controller-runtime's
 // cache.Options.NewInformer. The informer's health is measured from its
-// first List or Watch call, not from Instrument: an informer built long
-// before it runs is not in trouble meanwhile. It returns an error wrapping
-// ErrNilListerWatcher or ErrNoResource when those are missing, and
-// ErrInvalidOptions when [Policy.Validate] refuses the Policy.
+// first List or Watch call (again after a teardown), not from Instrument,
+// so a standby (a leader election) is not trouble. It returns an error
+// wrapping ErrNilListerWatcher or ErrNoResource when those are missing,
+// and ErrInvalidOptions when [Policy.Validate] refuses the Policy.
 func Instrument(lw cache.ListerWatcher, opts InstrumentOptions) (*InstrumentedListerWatcher, error) {
 	if lw == nil {
 		return nil, fmt.Errorf("Instrument: %w", ErrNilListerWatcher)
@@ -126,8 +115,8 @@ func Instrument(lw cache.ListerWatcher, opts InstrumentOptions) (*InstrumentedLi
 }
 
 // IsWatchListSemanticsUnSupported passes on the wrapped ListerWatcher's
-// answer, so the informer's reflector makes the same watch-list choice
-// it would make without the wrapper.
+// answer, so the reflector makes the same watch-list choice as without
+// the wrapper.
 func (i *InstrumentedListerWatcher) IsWatchListSemanticsUnSupported() bool {
 	return i.watchListUnsup
 }
@@ -159,8 +148,7 @@ func (i *InstrumentedListerWatcher) ListWithContext(ctx context.Context, options
 	}
 }
 
-// wake starts the history at the informer's first call, and after a
-// teardown.
+// wake starts the history at the informer's first call after idling.
 func (i *InstrumentedListerWatcher) wake(ctx context.Context) {
 	i.mu.Lock()
 	idle := i.idle
@@ -222,16 +210,9 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 }
 
 // again reports whether a List or a watch open that failed with err,
-// graded v, is made again by Instrument itself, after it has waited as a
-// Stream would (its backoff, and a look before the escalation), rather
-// than handed to the reflector: while the server refuses connections and
-// the trouble is not published yet. The reflector would make the same
-// call again for that error, after a backoff of its own that doubles up
-// to 30 s and that Instrument cannot shorten: after an outage of 15 s it
-// may not look again before the transient grace is over, and the informer
-// would publish Blocked for an outage that had healed. Once the trouble is
-// published, errors go to the reflector as they come, so that its own
-// backoff and its watch error handler (the logs) take over.
+// graded v, is made again here, after a Stream's wait, rather than handed
+// to the reflector: while the server refuses connections and the trouble
+// is not published yet (see Informers in the package doc).
 func (i *InstrumentedListerWatcher) again(ctx context.Context, err error, v Verdict) bool {
 	if v.Next == NextStop || v.Publish || !utilnet.IsConnectionRefused(err) {
 		return false
@@ -293,8 +274,7 @@ func (g *gradedWatch) forward() {
 	}
 	ctx := g.ctx
 	if r.cause == "" {
-		// Stopped by the informer with nothing wrong: the informer is
-		// shutting down.
+		// Stopped by the informer: it is shutting down.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(g.ctx)
 		cancel()
@@ -305,18 +285,14 @@ func (g *gradedWatch) forward() {
 
 // pump forwards events until the watch closes or the consumer stops it. It
 // returns the ending (cause empty when the consumer stopped the watch), and
-// whether it was already graded: an ERROR event is graded as soon as it
-// arrives, before the informer sees it and opens its next watch, and
-// forwarded like any other, since the informer decides what to do with it.
-// A close is graded (by forward) before the result channel closes, so
-// also before the informer, which reads what is buffered first, can open
-// its next watch.
+// whether it was already graded: an ERROR event is graded as it arrives,
+// before the informer can open its next watch, and forwarded. A close is
+// graded by forward before the result channel closes.
 func (g *gradedWatch) pump() (r result, graded bool) {
 	r.stage = StageStream
 	if g.replay {
 		r.stage = StageReplay
 	}
-	// When the session goes live: see liveness.
 	l := liveness{clock: g.parent.clock, short: g.parent.opts.Policy.ShortSession}
 	defer l.stop()
 	if !g.replay {
@@ -333,8 +309,7 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			}
 		}
 		if !got {
-			// Take a ready event without the cost of a multi-way select
-			// (the count was polled above), after a cheap check that the
+			// A ready event without a multi-way select, once the
 			// consumer has not stopped the watch.
 			select {
 			case <-g.stop:
@@ -375,8 +350,7 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 				graded = true
 				err := apierrorsFromObject(ev.Object)
 				if r.stage == StageReplay && reflectorListsAfter(err) {
-					// The reflector falls back to a LIST, which is
-					// graded if it fails: routine, and no session.
+					// The reflector lists instead: no session.
 					break
 				}
 				r.cause, r.err = CauseError, err
@@ -388,8 +362,7 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			continue
 		default:
 		}
-		// The informer holds the event: before the session is live, for
-		// ShortSession or more starts its count again.
+		// The informer holds the event (see liveness.held).
 		var began time.Time
 		if l.pending() {
 			began = g.parent.clock.Now()
@@ -416,13 +389,7 @@ func reflectorListsAfter(err error) bool {
 	return class != ClassExpired
 }
 
-// forwardBuffer is the capacity of an instrumented watch's result channel
-// (64 events, 2 KiB). The watch it forwards, client-go's StreamWatcher,
-// hands each decoded event over an unbuffered channel; forwarding it over
-// another would add a second goroutine hand-off per event, on the
-// informer's critical path. With a buffer the forwarding goroutine runs
-// ahead of the informer's reflector, which then takes events without
-// waiting for it: against a real apiserver an informer over Instrument
-// spends no more CPU per event than one without (see the README's
-// Performance section).
+// forwardBuffer is the capacity of an instrumented watch's result channel:
+// the forwarding goroutine runs ahead of the reflector, which then takes
+// events without waiting for a goroutine hand-off each.
 const forwardBuffer = 64

@@ -12,10 +12,10 @@ import (
 )
 
 // Errors that describe a bad event or response; they end a session with
-// CauseBadEvent (or CauseError for a nil watch). Match them with errors.Is.
-// An event without a resourceVersion is delivered (client-go's fake
-// clientset sends them), and an event of a type this client does not know
-// is skipped, as the reflector does.
+// CauseBadEvent (CauseError for a nil watch or an ERROR event without an
+// object). Match them with errors.Is. An event without a resourceVersion
+// is delivered, and one of an unknown type is skipped, as the reflector
+// does.
 var (
 	// ErrNilObject: an event carried no object.
 	ErrNilObject = errors.New("event has no object")
@@ -33,31 +33,29 @@ type result struct {
 	events int
 	// live is true when the session went live (see Ending.Live).
 	live bool
-	// served is true when the session's replay was served (a page of the
-	// LIST answered, the watch-list opened).
+	// served is true when the session's replay was served.
 	served bool
-	// refused is true when a watch-list's first event was an ERROR that
-	// refuses the watch-list (see refusesInStream).
+	// refused is true when a watch-list's first event refused it (see
+	// refusesInStream).
 	refused bool
 }
 
 // Session lifetimes the stream enforces itself, past what it asked the
-// server for, so a connection that died silently cannot hold a session.
+// server for.
 const (
 	sessionGrace       = time.Minute
 	maxSessionLifetime = 2 * time.Hour
 )
 
-// watchOptions returns the options of a watch: bookmarks always, and the
-// timeout of StreamOptions.WatchTimeout; and how long the stream lets the
+// watchOptions returns the options of a watch, with bookmarks and the
+// timeout of StreamOptions.WatchTimeout, and how long the stream lets the
 // session live.
 func (s *Stream) watchOptions(o metav1.ListOptions) (metav1.ListOptions, time.Duration) {
 	o.AllowWatchBookmarks = true
 	if w := s.opts.WatchTimeout; w > 0 {
 		d := w + time.Duration(s.rand()*float64(w))
 		if o.SendInitialEvents != nil {
-			// A watch-list is not cut before its replay could end: the
-			// stream's own ReplayTimeout bounds that.
+			// Not cut before the replay could end.
 			d = max(d, s.opts.ReplayTimeout)
 		}
 		seconds := max(int64((d+time.Second-1)/time.Second), 1)
@@ -72,9 +70,7 @@ func (s *Stream) resume(ctx context.Context, cursor string) result {
 	return s.resumeChecked(ctx, cursor, s.opts.CursorCheck > 0)
 }
 
-// resumeChecked opens a watch from the cursor and consumes it; with check
-// set, a session that delivers nothing for CursorCheck has its cursor
-// checked against the server's resourceVersion.
+// resumeChecked is resume, with the cursor check only if check is set.
 func (s *Stream) resumeChecked(ctx context.Context, cursor string, check bool) result {
 	opts, lifetime := s.watchOptions(metav1.ListOptions{ResourceVersion: cursor})
 	sctx, cancel := context.WithTimeout(ctx, lifetime)
@@ -96,9 +92,8 @@ func (s *Stream) resumeChecked(ctx context.Context, cursor string, check bool) r
 // consume reads events from w until the session ends. With buf set it is a
 // watch-list replay: objects are buffered until the initial-events-end
 // bookmark and then delivered as one snapshot. sctx is the session's own
-// context, whose deadline the stream set: a watch it ends is a clean close.
-// With cursor set, a session that has delivered nothing after CursorCheck
-// has that cursor checked (see [StreamOptions.CursorCheck]).
+// context; a watch its deadline ends is a clean close. With cursor set,
+// the cursor is checked ([StreamOptions.CursorCheck]).
 func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *replayBuffer, cursor string) (r result) {
 	r.stage = StageStream
 	var deadline <-chan time.Time
@@ -108,9 +103,6 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		defer t.Stop()
 		deadline = t.C()
 	}
-	// When the session goes live: see liveness. What it delivers before
-	// then does not make it live: behind a proxy that cuts every watch at
-	// once, an event slipping through a cut session is not health.
 	l := liveness{clock: s.clock, short: s.opts.Policy.ShortSession}
 	var check <-chan time.Time
 	var checkTimer clock.Timer
@@ -120,19 +112,12 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			checkTimer.Stop()
 		}
 	}()
-	// In doubt (the stream has not been live since its last session
-	// ended in trouble), a session from a cursor goes live only once the
-	// server confirms it serves the cursor: an event or a bookmark, or the
-	// check, which then comes at once. The server that answers after
-	// trouble may be one whose storage was restored behind the cursor, or
-	// whose watch cache stopped following etcd: a session from a cursor
-	// it has not reached looks live and is silent. After a routine close
-	// a session needs no confirmation, and costs no request.
 	if buf == nil {
 		l.count()
 	}
-	// awaiting is true while the session waits for the server to confirm
-	// its cursor; due when it has meanwhile stayed open for ShortSession.
+	// In doubt, a session from a cursor goes live only once the server
+	// confirms the cursor (an event, a bookmark or the check); awaiting is
+	// true until then, and due once the session would have gone live.
 	awaiting, due := s.doubt && cursor != "", false
 	goneLive := func() {
 		if awaiting {
@@ -144,16 +129,8 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	}
 	if cursor != "" {
 		// The silence counts from the first session since the server
-		// last confirmed the cursor: a storm of short sessions (an
-		// apiserver restarting again and again) does not put the check
-		// off.
-		// In doubt, the check comes ShortSession/2 after the session
-		// opened, and never sooner in any session: the session cannot go
-		// live before ShortSession anyway, and a server that has let the
-		// cursor expire says so with the watch's first event, a moment
-		// after the open. Checking at the open instead costs a LIST for
-		// every resume that a 410 answers: after an apiserver restart,
-		// one for nearly every stream in doubt or silent for CursorCheck.
+		// last confirmed the cursor. In doubt, the check comes at
+		// ShortSession/2, and never sooner: a 410 answers first.
 		now := s.clock.Now()
 		if s.unconfirmed.IsZero() {
 			s.unconfirmed = now
@@ -168,10 +145,8 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	} else {
 		s.unconfirmed = time.Time{}
 	}
-	// heard stops the cursor check: the server confirmed the cursor by
-	// delivering something.
-	// heardAny is true once the session delivered an event or a bookmark:
-	// an answer to a check asked before then is out of date.
+	// heard records that the server delivered from the cursor, which
+	// confirms it; after it, a check's answer is out of date.
 	heardAny := false
 	heard := func() {
 		heardAny = true
@@ -197,13 +172,12 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	}
 	first := true
 	done, results := ctx.Done(), w.ResultChan()
-	// checked, while a check of the cursor is in flight, receives its
-	// answer.
+	// checked receives the answer of a check in flight.
 	var checked chan checkResult
 	for {
 		var ev apiwatch.Event
 		var ok, got, live bool
-		// now, when set, is when the event in ev was taken.
+		// now, when set, is when ev was taken.
 		var now time.Time
 		if l.poll(); l.opened {
 			if ev, ok, got, now, live = l.take(results); live {
@@ -211,10 +185,8 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			}
 		}
 		if !got && deadline == nil && check == nil && checked == nil {
-			// Steady state, and the first ShortSession of a session from
-			// a confirmed cursor (the count was polled above):
-			// take a ready event without the cost of a multi-way select,
-			// after a cheap check that the owner is not done.
+			// A ready event without a multi-way select, once the owner
+			// is not done.
 			select {
 			case <-done:
 				return ended(CauseClosed, nil)
@@ -236,16 +208,13 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				continue
 			case <-check:
 				if ev, ok, got, _ = settled(results); got {
-					// The session's next event came with the check's
-					// time: it goes first (an event or a bookmark makes
-					// the check needless, a close ends the session), the
-					// check a moment later.
+					// The session's next event goes first; the check
+					// comes a moment later, if still needed.
 					checkTimer = s.clock.NewTimer(settleWait)
 					check = checkTimer.C()
 					break
 				}
-				// The check runs beside the session, which the stream
-				// keeps watching: a close meanwhile ends it as usual.
+				// The check runs beside the session.
 				check, checked = nil, make(chan checkResult, 1)
 				go func(c chan<- checkResult) {
 					err, told := s.cursorAhead(sctx, cursor)
@@ -256,12 +225,9 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				checked = nil
 				switch err, told := res.ahead, res.told; {
 				case heardAny:
-					// The server delivered from the cursor since: it has
-					// reached it (a watch cache that caught up).
+					// Delivered from the cursor since: reached.
 				case err != nil:
-					// The server never had the cursor: the session was
-					// never live, whatever it looked like, and the next
-					// ones are in doubt.
+					// Behind the cursor: never live; the next sessions are in doubt.
 					r.live, s.doubt = false, true
 					return ended(CauseError, err)
 				case !told:
@@ -269,8 +235,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 					checkTimer = s.clock.NewTimer(s.opts.CursorCheck)
 					check = checkTimer.C()
 				default:
-					// Confirmed for this session; the next one checks
-					// again.
+					// Confirmed.
 					heard()
 				}
 				continue
@@ -294,8 +259,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				continue
 			}
 			heard()
-			// Before the session is live, a handler call that takes
-			// ShortSession or more starts its count again.
+			// See liveness.held.
 			var began time.Time
 			if l.pending() {
 				if began = now; began.IsZero() {
@@ -305,9 +269,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			s.stall.enter(s)
 			err = s.handler.Event(ctx, ev)
 			if s.stall.leave() {
-				// Live only until the call began; live again once the
-				// session, if the server did not close it meanwhile,
-				// stays open for ShortSession.
+				// A stall was published: the count starts again.
 				l.count()
 			} else {
 				l.held(began)
@@ -317,14 +279,13 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			}
 			r.events++
 			if rv != "" {
-				// An object without a resourceVersion (client-go's fake
-				// clientset stores them so) is delivered; it moves nothing.
+				// Delivered, but no cursor (client-go's fake clientset).
 				s.setCursor(rv)
 			}
 		case apiwatch.Bookmark:
 			rv, err := resourceVersionOf(ev.Object)
 			if err != nil || rv == "" {
-				// A bookmark that says nothing; real servers send none.
+				// A bookmark that says nothing.
 				continue
 			}
 			switch {
@@ -342,21 +303,19 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				deadline, r.stage = nil, StageStream
 				l.count()
 			}
-			// Any other bookmark inside a replay says nothing about the
-			// snapshot; the cursor waits for the end.
+			// Any other bookmark inside a replay: the cursor waits for
+			// the end.
 		case apiwatch.Error:
 			err := apierrorsFromObject(ev.Object)
 			r.refused = buf != nil && wasFirst && refusesInStream(err)
 			return ended(CauseError, err)
 		default:
-			// An event type this client does not know: skipped, as the
-			// reflector does.
+			// An unknown event type: skipped, as the reflector does.
 		}
 	}
 }
 
-// snapshot delivers snap to the handler, watched for a stall (only
-// published in a live session: a replay's is covered by escalations).
+// snapshot delivers snap to the handler, watched for a stall.
 func (s *Stream) snapshot(ctx context.Context, snap Snapshot) error {
 	s.stall.enter(s)
 	err := s.handler.Snapshot(ctx, snap)

@@ -41,11 +41,11 @@ var (
 // Handler consumes a stream. A stream calls it from the goroutine that
 // called [Stream.Run], one call at a time.
 //
-// After every replay (at start without a cursor, after the cursor expired)
-// the handler gets the whole collection in one Snapshot; then incremental
-// events. An object missing from a Snapshot no longer exists, even if its
-// deletion was never seen as an event: this is how deletes during an expiry
-// reach the consumer. After a routine reconnect nothing is delivered twice.
+// After every replay the handler gets the whole collection in one
+// Snapshot, then incremental events. An object missing from a Snapshot
+// was deleted, even if no Deleted event was seen: this is how deletes made
+// while the cursor was expired reach the consumer. After a routine
+// reconnect nothing is delivered twice.
 //
 // A handler that returns an error ends the session; after a backoff the same
 // event, or the same snapshot, is delivered again (at least once, never
@@ -119,65 +119,38 @@ type StreamOptions struct {
 	ReplayTimeout time.Duration
 	// WatchTimeout, when positive, makes every watch ask the server to end
 	// it after a random duration in [WatchTimeout, 2×WatchTimeout)
-	// (timeoutSeconds), as client-go's reflector does with 5 minutes; the
-	// stream itself ends a session a minute past it, so a connection that
-	// died without a word cannot hold a session open. Short timeouts make
-	// routine closes frequent, which is how a demo shows them (a
-	// watch-list asks for at least ReplayTimeout, so that its replay is
-	// not cut before it can end); [NewStream]
-	// refuses one shorter than twice Policy.ShortSession, since sessions
-	// that end before they can go live are graded as flapping. Defaults to
-	// 0: no timeoutSeconds is sent, the server's own timeout applies (30–60
-	// minutes by default), and the stream ends a session that outlives 2
-	// hours.
+	// (timeoutSeconds), as client-go's reflector does with 5 minutes; a
+	// watch-list asks for at least ReplayTimeout. The stream itself ends a
+	// session a minute past what it asked for. [NewStream] refuses a
+	// WatchTimeout shorter than twice Policy.ShortSession. Defaults to 0:
+	// the server's own timeout applies, and the stream ends a session that
+	// outlives 2 hours.
 	WatchTimeout time.Duration
-	// CursorCheck is how long a session resumed from a cursor may deliver
-	// nothing, no event and no bookmark, before the stream asks the server
-	// whether it has reached the cursor: one consistent LIST of at most
-	// one object, whose resourceVersion (the server's current revision)
-	// it compares with the cursor (see "A server behind the cursor" in the
-	// package doc for resourceVersions that do not compare). A
-	// kube-apiserver answers a watch
-	// from a resourceVersion it has not reached with silence, not an
-	// error: after an etcd restore without a revision bump, a cluster
-	// rebuilt behind the same address, or a Cursor persisted from another
-	// cluster, the watch drops every event at or below the cursor. A
-	// server behind the cursor makes the stream replay (an ending with
-	// [ErrCursorAhead], reason ResourceVersionTooLarge). The silence
-	// counts across sessions that end before it is up (an apiserver
-	// restarting again and again), from the first session since the
-	// server last confirmed the cursor. At most one check per session,
-	// never sooner than ShortSession/2 into it (a 410 answers first), none
-	// in a session that delivers anything first, none after a watch-list
-	// replay, and none after a LIST replay (its cursor is the server's
-	// own) unless the stream is in doubt. A negative value turns the
-	// check off. Defaults to 10s.
+	// CursorCheck is how long sessions resumed from a cursor may deliver
+	// nothing, counted across sessions since the server last confirmed the
+	// cursor, before the stream asks the server whether it has reached the
+	// cursor; a server behind it makes the stream replay (see "A server
+	// behind the cursor" in the package doc). No check follows a
+	// watch-list replay, nor a LIST replay unless the stream is in doubt.
+	// A negative value turns the check off. Defaults to 10s.
 	CursorCheck time.Duration
-	// ListPageSize is the page size of a LIST+WATCH replay. Defaults to
-	// 500, as client-go's pager. Every page is a round trip, and what a
-	// page costs the apiserver grows with the collection: against
-	// kube-apiserver 1.37, a LIST+WATCH replay of 100,000 ConfigMaps took
-	// about 3 s in pages of 500 and 1 s in pages of 5,000 (the README's
-	// Performance section). A watch-list replay, the default, is one
-	// request.
+	// ListPageSize is the page size of a LIST+WATCH replay; every page is
+	// a round trip. Defaults to 500, as client-go's pager.
 	ListPageSize int64
 	// DisableWatchList makes every replay a paginated LIST then a WATCH.
 	// By default a replay is a watch-list (sendInitialEvents), falling back
 	// to LIST+WATCH when the server refuses it or the ListerWatcher reports
 	// IsWatchListSemanticsUnSupported.
 	DisableWatchList bool
-	// ReplaySpread spreads the replays of many streams that expire at
-	// once (an apiserver restart expires every cursor): a replay that
-	// would start at once starts after a random wait in
-	// [ReplaySpread/2, 3·ReplaySpread/2). Defaults to 1s; negative: none.
-	// See "What a replay costs the control plane" in the package doc.
+	// ReplaySpread delays a replay that would start at once by a random
+	// wait in [ReplaySpread/2, 3·ReplaySpread/2) (see "What a replay costs
+	// the control plane" in the package doc). Defaults to 1s; negative:
+	// none.
 	ReplaySpread time.Duration
 	// ConsistentReplays makes every replay ask for the latest state
-	// (resourceVersion ""), a consistent read that costs etcd a request
-	// even when the watch cache serves it. By default the first replay
-	// after a 410 asks for a state not older than the expired cursor,
-	// which the watch cache serves from memory, as client-go's reflector
-	// does.
+	// (resourceVersion ""). By default the first replay after a 410 asks
+	// for a state not older than the expired cursor (see "What a replay
+	// costs the control plane" in the package doc).
 	ConsistentReplays bool
 	// Clock is the clock for backoff, deadlines and durations.
 	// Defaults to the real clock.
@@ -237,16 +210,13 @@ func (o StreamOptions) withDefaults() StreamOptions {
 // Stream is one long-lived, graded watch of one collection. It runs as a
 // series of sessions, each one open watch; [Grade] decides what every
 // session ending means, and the stream acts on it: resume from its cursor,
-// replay, back off, publish a State.
-//
-// A stream makes at most 3 full replays (LISTs or watch-lists) at once and
-// then at most one per MaxBackoff, whatever the server does: with the
-// defaults, at most 63 in any hour.
+// replay, back off, publish a State. It makes at most 3 full replays at
+// once, then at most one per MaxBackoff.
 //
 // Create one with [NewStream] and call [Stream.Run]; cancel its context to
 // stop it. Cursor and State are safe to call from any goroutine.
 type Stream struct {
-	lw      *cacheRelist // the ListerWatcher, by which replays ask the watch cache
+	lw      *cacheRelist
 	handler Handler
 	opts    StreamOptions
 	clock   clock.Clock
@@ -263,21 +233,17 @@ type Stream struct {
 	// initialSync is true until the first replay of a stream that started
 	// without a cursor: only that one is published as InitialSync.
 	initialSync bool
-	// watchListOff is true when every replay is a LIST+WATCH: the options
-	// say so, or the source cannot do a watch-list.
+	// watchListOff is true when every replay is a LIST+WATCH.
 	watchListOff bool
-	// watchListPaused is when a watch-list may be tried again after one
-	// timed out, or two in a row were cut before their end; cutReplays
-	// counts those.
+	// watchListPaused is when a watch-list may be tried again; cutReplays
+	// counts the watch-lists in a row cut before their end.
 	watchListPaused time.Time
 	cutReplays      int
 	// unconfirmed is when the first session opened since the server last
-	// confirmed the cursor (an event or a bookmark delivered, a check);
-	// zero while it is confirmed.
+	// confirmed the cursor; zero while it is confirmed.
 	unconfirmed time.Time
 	// doubt is true from a session that ended without going live until
-	// the server confirms a cursor: sessions from a cursor go live only
-	// once confirmed (see consume).
+	// the server confirms a cursor.
 	doubt bool
 
 	mu     sync.Mutex
@@ -290,12 +256,12 @@ type Stream struct {
 // functions); it must not ignore the options it is given. Over client-go's
 // fake clientset, wrap your cache.ListWatch with
 // cache.ToListWatcherWithWatchListSemantics(lw, client) as informers do,
-// so the stream lists rather than ask the fake for a watch-list it
-// ignores (it notices the fake's watch either way). It returns an error
-// wrapping ErrNilListerWatcher, ErrNilHandler or ErrNoResource when those
-// are missing, and ErrInvalidOptions when the Policy is refused by
-// [Policy.Validate] or WatchTimeout is shorter than twice the Policy's
-// ShortSession.
+// so the stream lists rather than ask the fake for a watch-list; events
+// of objects the fake stores without a resourceVersion are delivered and
+// move no cursor. It returns an error wrapping ErrNilListerWatcher,
+// ErrNilHandler or ErrNoResource when those are missing, and
+// ErrInvalidOptions when [Policy.Validate] refuses the Policy or
+// WatchTimeout is shorter than twice the Policy's ShortSession.
 func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, error) {
 	if lw == nil {
 		return nil, fmt.Errorf("NewStream: %w", ErrNilListerWatcher)
@@ -324,8 +290,7 @@ func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, 
 		watchListOff: opts.DisableWatchList || watchlist.DoesClientNotSupportWatchListSemantics(lw),
 		cursor:       opts.Cursor,
 		initialSync:  opts.Cursor == "",
-		// A cursor from elsewhere (persisted, another cluster) is checked
-		// before the stream is Streaming on it.
+		// A cursor from elsewhere is checked before it is trusted.
 		doubt: opts.Cursor != "" && opts.CursorCheck > 0,
 	}
 	s.pub = newPublisher(opts.Clock, opts.Observer, newHealth(opts.Name, opts.Resource, opts.Policy, false))
@@ -350,13 +315,11 @@ func (s *Stream) State() State { return s.pub.current() }
 // Run runs the stream on the calling goroutine until ctx is done, then
 // returns nil. Ending the stream is routine: a session open at that moment
 // is reported as OutcomeTeardown, nothing is published, and if Run was
-// waiting between sessions nothing more is reported (the last ending
-// already was). Run starts no goroutine of its own but the callback of an
-// escalation's timer (Verdict.Escalations), while it fires; nothing is
-// published once Run has returned. The ListerWatcher's watch may start its
-// own. It returns
-// ErrAlreadyRunning if the stream is already running; once it has returned
-// it may be called again, resuming from the cursor.
+// waiting between sessions nothing more is reported. Run starts no
+// goroutine but timer callbacks (escalations, the stall watch) and a
+// cursor check in flight; nothing is published once it has returned. It
+// returns ErrAlreadyRunning if the stream is already running; once it has
+// returned it may be called again, resuming from the cursor.
 func (s *Stream) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
@@ -405,8 +368,8 @@ func (s *Stream) Run(ctx context.Context) error {
 
 // wait sleeps as the verdict says ([backoffWait]), and before a replay as
 // long as the replay limit says, and reports whether ctx is still live.
-// The look before an escalation leaves time for what a resume answered 410
-// takes at most: a replay's spread, the replay, ShortSession.
+// The lead before an escalation covers a resume answered 410: a replay's
+// spread, the replay, ShortSession.
 func (s *Stream) wait(ctx context.Context, v Verdict) bool {
 	lead := 3*s.opts.Policy.ShortSession + 2*max(s.opts.ReplaySpread, 0)
 	d := backoffWait(v, &s.backoff, lead, s.rand)
@@ -426,9 +389,8 @@ func (s *Stream) waitReplay(ctx context.Context, d time.Duration) bool {
 	return sleep(ctx, s.clock, d)
 }
 
-// replayDone takes from the limit a replay the server served (a LIST that
-// answered, a watch-list it accepted): the limit is on the load of full
-// replays, and a refused request is no load.
+// replayDone charges the limit with a replay the server served (a LIST
+// page answered, a watch-list accepted); a refused one is no load.
 func (s *Stream) replayDone(r result) {
 	if r.served {
 		s.replays.ReserveN(s.clock.Now(), 1)
@@ -456,5 +418,4 @@ func (s *Stream) setCursor(rv string) {
 	s.mu.Unlock()
 }
 
-// goneLive is called when the session goes live.
 func (s *Stream) goneLive() { s.pub.record(fact{kind: factLive}, nil) }
