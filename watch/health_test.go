@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
@@ -180,34 +179,7 @@ func TestProductiveSessionsEndingInErrorStayHealthy(t *testing.T) {
 // informer's store and the instrumented ListerWatcher's State too.
 func runInformer(t *testing.T, lw cache.ListerWatcher, p *probe) (stop func(), store cache.Store, state func() wgwatch.State) {
 	t.Helper()
-	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{Resource: configmaps, Observer: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inf := cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{})
-	// The handler's view, as the probe records a stream's.
-	name := func(obj any) string {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return ""
-		}
-		return m.GetName()
-	}
-	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { p.Observe(name(obj), versionOf(obj.(runtime.Object))) },
-		UpdateFunc: func(_, obj any) { p.Observe(name(obj), versionOf(obj.(runtime.Object))) },
-		DeleteFunc: func(obj any) { p.Observe(name(obj), "") },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { inf.RunWithContext(ctx); close(done) }()
-	return func() { cancel(); <-done }, inf.GetStore(), ilw.State
+	return runSeededInformer(t, lw, p, nil, p, nil)
 }
 
 // client-go's reflector tries a watch-list on every ListAndWatch; a server

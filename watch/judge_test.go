@@ -18,10 +18,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -450,8 +452,13 @@ func play(t *testing.T, sc schedule) (v verdict) {
 		var stateOf func() wgwatch.State
 		// client-go's reflector draws from math/rand's global source.
 		mathrand.Seed(int64(sc.seed))
+		// A readiness probe fed as a controller feeds it, and the
+		// informer's reflector logging through the graded handler.
+		ready := &wgwatch.SyncCheck{}
+		var errorLogs atomic.Int64
 		if sc.informer {
-			stop, store, stateOf = runSeededInformer(t, srv, p, rand.New(rand.NewPCG(sc.seed, 3)).Float64)
+			stop, store, stateOf = runSeededInformer(t, srv, p, rand.New(rand.NewPCG(sc.seed, 3)).Float64,
+				wgwatch.Observers(p, ready), wgwatch.WatchErrorLogger(logr.New(errorSink{&errorLogs}), wgwatch.LogOptions{}))
 		} else {
 			opts := sc.stream
 			// Through Observers, as a controller wires its metrics and
@@ -461,7 +468,7 @@ func play(t *testing.T, sc schedule) (v verdict) {
 			if sc.seed%3 == 0 {
 				obs = wgwatch.ObserverFuncs{StateChangedFunc: p.StateChanged, SessionEndedFunc: p.SessionEnded}
 			}
-			opts.Resource, opts.Observer = configmaps, wgwatch.Observers(nil, obs)
+			opts.Resource, opts.Observer = configmaps, wgwatch.Observers(nil, obs, ready)
 			// Some handlers through HandlerFuncs, as a caller with two
 			// closures writes them.
 			var h wgwatch.Handler = p
@@ -554,6 +561,19 @@ func play(t *testing.T, sc schedule) (v verdict) {
 				if !slices.Contains(wgwatch.Outcomes(), e.v.Verdict.Outcome) || !slices.Contains(wgwatch.Classes(), e.v.Verdict.Class) {
 					v.add(&v.dishonest, "session end at %v: outcome %q, class %q, not among Outcomes() and Classes()", e.at, e.v.Verdict.Outcome, e.v.Verdict.Class)
 				}
+			}
+		}
+		{
+			// The probe is ready once the consumer has streamed; an
+			// error is logged only for a cause that needs a human.
+			c := p.counts()
+			streamed := slices.ContainsFunc(c.states, func(st stamped[wgwatch.State]) bool { return st.v.Phase == wgwatch.PhaseStreaming })
+			if got, want := ready.Check(nil) == nil, streamed || len(c.states) == 0; got != want {
+				v.add(&v.dishonest, "readiness probe ready=%v, the consumer streamed=%v", got, streamed)
+			}
+			human := slices.ContainsFunc(c.endings, func(e stamped[wgwatch.SessionEnd]) bool { return e.v.Verdict.Class == wgwatch.ClassNeedsHuman })
+			if n := errorLogs.Load(); n > 0 && !human {
+				v.add(&v.dishonest, "%d error log lines, and no session ending needed a human", n)
 			}
 		}
 		stop()
@@ -755,3 +775,13 @@ func FuzzJudge(f *testing.F) {
 		}
 	})
 }
+
+// errorSink counts a logger's error lines.
+type errorSink struct{ n *atomic.Int64 }
+
+func (errorSink) Init(logr.RuntimeInfo)            {}
+func (errorSink) Enabled(int) bool                 { return true }
+func (errorSink) Info(int, string, ...any)         {}
+func (e errorSink) Error(error, string, ...any)    { e.n.Add(1) }
+func (e errorSink) WithValues(...any) logr.LogSink { return e }
+func (e errorSink) WithName(string) logr.LogSink   { return e }

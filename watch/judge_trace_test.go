@@ -128,14 +128,21 @@ func TestJudgeReplay(t *testing.T) {
 
 // runSeededInformer is runInformer with the instrumented ListerWatcher's
 // jitter drawn from r, so that a schedule replays exactly.
-func runSeededInformer(t *testing.T, lw cache.ListerWatcher, p *probe, r func() float64) (stop func(), store cache.Store, state func() wgwatch.State) {
+func runSeededInformer(t *testing.T, lw cache.ListerWatcher, p *probe, r func() float64, obs wgwatch.Observer, onError cache.WatchErrorHandlerWithContext) (stop func(), store cache.Store, state func() wgwatch.State) {
 	t.Helper()
-	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{Resource: configmaps, Observer: p})
+	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{Resource: configmaps, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wgwatch.SetInstrumentRand(ilw, r)
+	if r != nil {
+		wgwatch.SetInstrumentRand(ilw, r)
+	}
 	inf := cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{})
+	if onError != nil {
+		if err := inf.SetWatchErrorHandlerWithContext(onError); err != nil {
+			t.Fatal(err)
+		}
+	}
 	name := func(obj any) string {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
