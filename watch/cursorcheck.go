@@ -19,9 +19,7 @@ type checkResult struct {
 	told  bool
 }
 
-// confirmed records that the server delivered from the stream's cursor:
-// the cursor check counts silence from the next session on, and the
-// stream is no longer in doubt.
+// confirmed records that the server delivered from the stream's cursor.
 func (s *Stream) confirmed() {
 	s.unconfirmed, s.doubt = time.Time{}, false
 }
@@ -36,26 +34,15 @@ var ErrCursorAhead = errors.New("the server has not reached the stream's cursor"
 // cursorCheckTimeout is the timeoutSeconds of a check of the cursor.
 const cursorCheckTimeout = 10 * time.Second
 
-// cursorAhead asks the server whether it has reached cursor. Where
-// resourceVersions are integers (every kube-apiserver: they compare as
-// such, see apimachinery's resourceversion.CompareResourceVersion), it
-// makes one consistent LIST of at most one object (resourceVersion unset)
-// and compares the list's resourceVersion, the server's current revision,
-// with the cursor: served at once, from the watch cache once it has caught
-// up with etcd, or from etcd. Otherwise it asks at the cursor with
-// resourceVersionMatch NotOlderThan, which a server that has not reached it
-// answers "too large resource version" (504, cause
-// ResourceVersionTooLarge) after about 3 s, and which client-go's REST
-// client retries as its Retry-After says, up to 10 times: about 45 s. It
-// returns an error wrapping ErrCursorAhead if the server is behind the
-// cursor, nil if it has reached it, and told false if it could not tell
-// (a LIST that failed).
+// cursorAhead asks the server whether it has reached cursor (see "A
+// server behind the cursor" in the package doc). It returns an error
+// wrapping ErrCursorAhead if the server is behind the cursor, nil if it
+// has reached it, and told false if it could not tell (a LIST that
+// failed).
 func (s *Stream) cursorAhead(ctx context.Context, cursor string) (ahead error, told bool) {
 	if _, err := resourceversion.CompareResourceVersion(cursor, cursor); err == nil {
-		// timeoutSeconds tells the server how long the answer is worth
-		// waiting for (a watch's bound, which a LIST does not need), and
-		// tells a reader of the server's requests (the judge) that this
-		// LIST is a check and not a replay's first page.
+		// timeoutSeconds also marks the LIST as a check, not a replay's
+		// first page.
 		list, err := s.lw.inner.ListWithContext(ctx, metav1.ListOptions{Limit: 1, TimeoutSeconds: ptr.To(int64(cursorCheckTimeout / time.Second))})
 		if err != nil {
 			return nil, false

@@ -34,8 +34,9 @@ const (
 	// CauseError: the List or Watch call returned an error, or an ERROR
 	// event arrived. [Ending.Err] holds it.
 	CauseError Cause = "Error"
-	// CauseBadEvent: an event the stream cannot use arrived: no object, no
-	// resourceVersion, or an unknown type.
+	// CauseBadEvent: the stream cannot use what arrived: an event whose
+	// object is missing or has no metadata, or a list without one or
+	// without a resourceVersion.
 	CauseBadEvent Cause = "BadEvent"
 	// CauseHandler: the consumer's [Handler] returned [Ending.Err].
 	CauseHandler Cause = "Handler"

@@ -10,18 +10,16 @@ import (
 )
 
 // health is what a stream, or an instrumented informer, publishes over
-// time: the over-time counterpart of [Grade]. It is a value and a pure
-// step. A driver records each fact it observes with step and publishes
-// exactly the states step returns; due is the next instant a tick can
-// publish something. No clock, no I/O, no lock: the driver's guards it.
-// The package doc's table "What is published when" is this step, row by
-// row, and TestPublishedWhen is the table.
+// time: the over-time counterpart of [Grade], a value with a pure step.
+// A driver records each fact with step and publishes exactly the states
+// step returns; due is the next instant a tick can publish something. No
+// clock, no I/O, no lock. The package doc's table "What is published
+// when" is this step, row by row.
 type health struct {
 	name     string
 	resource schema.GroupResource
 	policy   Policy
-	// informer is true for an instrumented informer: it announces no
-	// Starting, and its messages name the informer.
+	// informer is true for an instrumented informer.
 	informer bool
 
 	hist history
@@ -78,7 +76,6 @@ type fact struct {
 func newHealth(name string, resource schema.GroupResource, p Policy, informer bool) health {
 	h := health{name: name, resource: resource, policy: p, informer: informer}
 	h.cur = h.stamp(startingState)
-	// An informer's Starting is where it is, not news.
 	h.announced = informer
 	return h
 }
@@ -120,8 +117,7 @@ func (h *health) step(f fact) (v Verdict, out []State) {
 	case factEnd:
 		e := f.ending
 		if !h.stalledAt.IsZero() {
-			// Live until its handler stalled, not since: the trouble
-			// began then.
+			// Live only until its handler stalled.
 			h.hist, e.Live = newHistory(h.stalledAt), false
 		}
 		h.live, h.stalledAt = false, time.Time{}
@@ -139,7 +135,7 @@ func (h *health) step(f fact) (v Verdict, out []State) {
 		h.arm(v.Escalations, f.at)
 	case factStuck:
 		if !h.live {
-			// Not live: the escalations cover it.
+			// The escalations cover it.
 			break
 		}
 		p := h.policy
@@ -188,10 +184,7 @@ func (h *health) subject() string {
 }
 
 // steadiness keeps a stream's published state steady under a fault that
-// does not change: its sessions may end in different ways (a cut session,
-// then a replay after an expiry, then a handler's error), and publishing
-// each would make the state, and a Ready condition built on it, flip back
-// and forth. Streaming, and needing a human, always go through.
+// does not change (the package doc's table "the state a row gives").
 type steadiness struct {
 	// pending is the Blocked reason the stream would switch to, and
 	// seen how many times in a row it was asked to.
@@ -200,17 +193,14 @@ type steadiness struct {
 }
 
 // switchAfter is how many times in a row a blocked stream must be asked
-// to publish another reason before it does: a fault that changes shows
-// in every ending, one that ends sessions in different ways does not.
+// to publish another reason before it does.
 const switchAfter = 3
 
 // keep reports whether a stream in state cur keeps it rather than publish
-// next: next differs only in its message (then nothing changes, so State
-// and observers agree); next is Replaying while cur is Blocked (a stream
-// that is blocked and replays has made no progress); next is the progress
-// deadline while cur already needs a human for a cause of its own (it
-// still does); or both are Blocked without needing a human and next's
-// reason has not been asked for switchAfter times in a row.
+// next: next differs only in its message; next is Replaying while cur is
+// Blocked; next is the progress deadline while cur already needs a human;
+// or both are Blocked without needing a human and next's reason has not
+// been asked for switchAfter times in a row.
 func (k *steadiness) keep(cur, next State) bool {
 	if next.Phase != PhaseBlocked || cur.Phase != PhaseBlocked || next.NeedsHuman || cur.NeedsHuman {
 		k.pending, k.seen = "", 0
@@ -241,9 +231,6 @@ func (k *steadiness) keep(cur, next State) bool {
 // an Observer), and keeps one timer at the fold's due time. The lock
 // serialises every step and every observer call, so an escalation can
 // never land after the Streaming that cancelled it.
-//
-// It owns no goroutine: the timer is clock.AfterFunc where the clock has
-// it, whose callback runs only when it fires.
 type publisher struct {
 	clock    clock.Clock
 	observer Observer
@@ -257,8 +244,8 @@ type publisher struct {
 	timer   stopper
 	gen     uint64
 
-	// stateMu guards state, the state last published, for State(): an
-	// observer may ask for it while it is told.
+	// stateMu guards state, the state last published: an observer may
+	// ask for it while it is told.
 	stateMu sync.Mutex
 	state   State
 }
@@ -302,8 +289,8 @@ func (p *publisher) current() State {
 	return p.state
 }
 
-// stepLocked steps the fold with f, at f.at if set (a tick's due time:
-// a fake clock runs a timer's callback holding its own lock), else now.
+// stepLocked steps the fold with f, at f.at if set (a tick's due time),
+// else now.
 func (p *publisher) stepLocked(f fact) Verdict {
 	if f.at.IsZero() {
 		f.at = p.clock.Now()

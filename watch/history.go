@@ -4,9 +4,8 @@ import (
 	"time"
 )
 
-// history is what Grade needs to know about the sessions before this one.
-// Health is judged over time: from when the stream was last live, not from
-// how the last session ended.
+// history is what Grade needs to know about the sessions since the stream
+// was last live.
 type history struct {
 	// lastLive is when the last live session ended, or when the stream
 	// started.
@@ -64,8 +63,7 @@ func (h *history) record(e Ending, v Verdict, now time.Time) {
 		}
 		h.humanHandler = e.Cause == CauseHandler
 	case v.Class == ClassExpired && h.humanHandler:
-		// A cursor that expired while the handler kept failing says
-		// nothing of the handler: the run goes on into the replay.
+		// An expiry does not end a run of the handler's failures.
 	default:
 		h.humanSince, h.humanHandler = time.Time{}, false
 	}

@@ -8,24 +8,9 @@ import (
 )
 
 // liveness decides when a session goes live, for a Stream's session and an
-// instrumented informer's watch alike (the package doc's rows "When a
-// session is live"). The count of ShortSession starts when the session
-// opens, or when its replay ends; once it has run out, the session goes
-// live when the consumer has taken what the server sent:
-//
-//   - the next event does not come within settleWait: quiet, live;
-//   - the next event comes, it does not end the session, the consumer has
-//     found nothing waiting at least once since the count ran out, and
-//     ShortSession has passed since: still busy, and keeping up, live;
-//   - otherwise not yet: a consumer that has only ever found the next event
-//     waiting is taking a backlog, and the close that ended the session
-//     long ago may be next; what ends the session never makes it live.
-//
-// An event the consumer held for ShortSession or more before the session
-// was live starts the count again: the session was not watched meanwhile,
-// and the server may have closed it.
-//
-// It belongs to the goroutine that reads the session.
+// instrumented informer's watch alike: the package doc's table "When a
+// session is live", with settleWait as its millisecond. It belongs to the
+// goroutine that reads the session.
 type liveness struct {
 	clock clock.Clock
 	short time.Duration
@@ -91,9 +76,8 @@ func (l *liveness) take(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, g
 }
 
 // held is told that the consumer held an event from began (zero: the
-// session was live then) until now. A call that ended before the count
-// ran out took less than ShortSession: it began after the count started.
-// Only the others read the clock.
+// session was live then) until now; held ShortSession or more, the count
+// starts again.
 func (l *liveness) held(began time.Time) {
 	if began.IsZero() || (l.timer != nil && !l.timer.fired.Load()) {
 		return
@@ -104,17 +88,13 @@ func (l *liveness) held(began time.Time) {
 }
 
 // settleWait is how long a watch must stay quiet for the stream to know
-// it has taken what the server sent: client-go's decoder hands events
-// over one at a time, and the next one of a backlog (or the close behind
-// it) takes it microseconds to decode.
+// it has taken what the server sent.
 const settleWait = time.Millisecond
 
 // settled takes the next item of results if one comes within settleWait;
 // got is false if the watch stayed quiet that long. waited is true if
-// nothing was ready when it asked: the stream had taken everything the
-// server had sent until then, and what it got arrived since. It waits on
-// package time, a scheduling pause rather than a policy (virtual inside a
-// testing/synctest bubble), and makes a timer only when nothing is ready.
+// nothing was ready when it asked. It waits on package time (a scheduling
+// pause, not a policy), and makes a timer only when nothing is ready.
 func settled(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, got, waited bool) {
 	select {
 	case ev, ok = <-results:

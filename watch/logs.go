@@ -25,9 +25,8 @@ type LogOptions struct {
 }
 
 // DefaultLogQuiet is the default of [LogOptions.Quiet]: a reflector in
-// trouble retries within 60 s (its backoff caps at 30 s, jittered up to
-// twice that), and resets its backoff after 2 minutes of health, so 2
-// minutes without an error is a stretch of health.
+// trouble retries within 60 s, and resets its backoff after 2 minutes of
+// health.
 const DefaultLogQuiet = 2 * time.Minute
 
 // WatchErrorLogger returns a watch error handler for client-go's
@@ -48,11 +47,8 @@ const DefaultLogQuiet = 2 * time.Minute
 //
 // "Once" is per stretch of trouble of one reflector: errors that follow
 // each other with less than [LogOptions.Quiet] between them; the next
-// stretch logs again. So an apiserver restart, which every informer sees
-// as seconds of refused connections and an expired cursor, logs nothing
-// at the default verbosity, and a denied watch logs one error, not one
-// per retry. Each line carries the reflector's type ("type", such as
-// "*v1.ConfigMap"), the reason ([Classify]), and the error.
+// stretch logs again. Each line carries the reflector's type ("type", such
+// as "*v1.ConfigMap"), the reason ([Classify]), and the error.
 //
 // The reflector logs on its own outside this handler, which no option
 // reaches: the error of an ERROR event inside an open watch other than an
@@ -109,8 +105,7 @@ func (l *watchErrorLog) handle(_ context.Context, r *cache.Reflector, err error)
 	s := l.trouble[r]
 	if s == nil || now.Sub(s.last) >= l.quiet {
 		if s == nil && len(l.trouble) >= forgetAbove {
-			// Forget the reflectors whose trouble is over (an informer
-			// removed, or healthy again).
+			// Forget the reflectors whose trouble is over.
 			for k, t := range l.trouble {
 				if now.Sub(t.last) >= l.quiet {
 					delete(l.trouble, k)

@@ -15,16 +15,14 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// watchListRetry is how long a stream replays with LIST+WATCH after a
-// watch-list timed out, before it tries one again.
+// watchListRetry is how long a stream replays with LIST+WATCH before it
+// tries a watch-list again.
 const watchListRetry = time.Hour
 
 // replay rebuilds the consumer's view: a watch-list where the server
 // supports it, otherwise LIST then WATCH.
 func (s *Stream) replay(ctx context.Context) result {
-	// Started without a cursor, the first replay is an initial sync. (One
-	// started from a cursor that expired is not syncing for the first
-	// time.)
+	// Only a stream started without a cursor has an initial sync.
 	s.pub.record(fact{kind: factReplay, initial: s.initialSync}, nil)
 	s.initialSync = false
 	return s.replayOnce(ctx)
@@ -55,23 +53,17 @@ func (s *Stream) replayOnce(ctx context.Context) result {
 		defer w.Stop()
 		r := s.consume(ctx, sctx, w, &replayBuffer{}, "")
 		if r.refused && ctx.Err() == nil {
-			// The server accepted the watch-list and then refused it with
-			// an ERROR event (a storage without watch-progress support
-			// answers 500; a watch cache that lags answers "too large
-			// resource version"): list, as the reflector does.
+			// Refused by its first event: list, as the reflector does.
 			w.Stop()
 			return s.listThenWatch(ctx)
 		}
 		r.served = true
 		switch {
 		case r.cause == CauseReplayDeadline:
-			// A server that ignores sendInitialEvents never sends the end
-			// bookmark: list for a while.
+			// A server that ignores sendInitialEvents: list for a while.
 			s.watchListPaused = s.clock.Now().Add(watchListRetry)
 		case r.stage == StageReplay && r.cause == CauseClosed && ctx.Err() == nil:
-			// Cut before its end, by a timeout shorter than the replay
-			// takes, or by a proxy: a LIST is not cut so. Twice in a
-			// row, list for a while.
+			// Cut before its end twice in a row: list for a while.
 			if s.cutReplays++; s.cutReplays >= 2 {
 				s.watchListPaused, s.cutReplays = s.clock.Now().Add(watchListRetry), 0
 			}
@@ -80,8 +72,7 @@ func (s *Stream) replayOnce(ctx context.Context) result {
 		}
 		return r
 	case refusesWatchList(err):
-		// This replay lists; the next one asks again, as the reflector
-		// does. A bad selector fails the LIST too.
+		// This replay lists; the next one asks again.
 		return s.listThenWatch(ctx)
 	}
 	return result{stage: StageReplay, cause: CauseError, err: err}
@@ -105,11 +96,9 @@ func refusesWatchList(err error) bool {
 }
 
 // refusesInStream reports whether err, the first thing a watch-list sent,
-// is a refusal to list that way rather than an ending to grade: anything
-// but a 429, which a LIST would get too, and an expiry (410), which is
-// graded the same wherever it is seen: a replay asked not older than a
-// cursor that the watch cache no longer holds is answered so, and the
-// next replay asks for the latest.
+// refuses the watch-list rather than ends a session to grade: anything but
+// a 429, which a LIST would get too, and a 410, graded as an expiry
+// wherever it is seen.
 func refusesInStream(err error) bool {
 	if class, reason := Classify(err); class == ClassExpired && reason == ReasonExpiredResourceVersion {
 		return false
@@ -119,8 +108,7 @@ func refusesInStream(err error) bool {
 
 func (s *Stream) listThenWatch(ctx context.Context) result {
 	// served is set once the server answered a page: a LIST that fails on
-	// a later page has cost the server its first pages, and is charged to
-	// the replay budget.
+	// a later page is charged to the replay budget.
 	served := false
 	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		list, err := s.lw.ListWithContext(ctx, opts)
@@ -130,9 +118,8 @@ func (s *Stream) listThenWatch(ctx context.Context) result {
 		return list, err
 	})
 	p.PageSize = s.opts.ListPageSize
-	// A continue token that expired fails the replay (graded as an
-	// expiry) rather than turn into a second, unpaginated LIST of the
-	// whole collection within the same replay.
+	// A continue token that expired fails the replay as an expiry, rather
+	// than turn into an unpaginated LIST.
 	p.FullListIfExpired = false
 	list, _, err := p.List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -142,15 +129,14 @@ func (s *Stream) listThenWatch(ctx context.Context) result {
 	if err != nil {
 		return result{stage: StageList, cause: CauseBadEvent, err: err, served: true}
 	}
-	// Nothing of the list or the snapshot may stay reachable for the watch
-	// that follows (it lasts up to an hour): only what the handler keeps.
+	// Nothing of the list or the snapshot stays reachable for the watch
+	// that follows.
 	n, rv := len(snap.Objects), snap.ResourceVersion
 	if err := s.snapshot(ctx, snap); err != nil {
 		return result{stage: StageList, cause: CauseHandler, err: err, events: n, served: true}
 	}
 	s.setCursor(rv)
-	// The cursor is the server's own, this moment: nothing to check,
-	// unless the server's watch cache was found behind (see consume).
+	// The cursor is the server's own: checked only in doubt.
 	r := s.resumeChecked(ctx, rv, s.doubt)
 	r.events += n
 	r.served = true
@@ -186,9 +172,7 @@ const DefaultReplaySpread = time.Second
 
 // replaySpread returns how long to wait before a replay that a verdict
 // asked for after d: d, or if d is zero a random wait in
-// [ReplaySpread/2, 3·ReplaySpread/2), drawn from the stream's source of
-// jitter like every other random wait, so that a seeded stream replays its
-// history exactly.
+// [ReplaySpread/2, 3·ReplaySpread/2), drawn from the stream's jitter.
 func (s *Stream) replaySpread(d time.Duration) time.Duration {
 	j := s.opts.ReplaySpread
 	if d > 0 || j <= 0 {
@@ -197,15 +181,9 @@ func (s *Stream) replaySpread(d time.Duration) time.Duration {
 	return j/2 + time.Duration(s.rand()*float64(j))
 }
 
-// noteReplayCause is called when a session's ending makes the stream
-// replay, before it drops its cursor: after a 410 the next replay asks for
-// the collection not older than that cursor. A replay that failed for a
-// transient reason (a 429 from an apiserver shedding load, a connection
-// cut) or was cut before its end is asked again not older than the same
-// cursor: asking for the latest instead would cost etcd a read at the
-// moment the control plane is busiest, for no better snapshot. Any other
-// failure of that replay (a cursor the server has not reached, a server
-// that refuses the request) makes the next one ask for the latest.
+// noteReplayCause sets what the next replay asks for, when a session's
+// ending makes the stream replay and before it drops its cursor (see
+// "What a replay costs the control plane" in the package doc).
 func (s *Stream) noteReplayCause(err error) {
 	if s.opts.ConsistentReplays {
 		return
@@ -218,23 +196,19 @@ func (s *Stream) noteReplayCause(err error) {
 			s.lw.from = s.Cursor()
 		}
 	case class != ClassTransient && class != ClassNone:
-		// A replay that failed, not for load nor cut.
+		// A replay that failed, neither for load nor cut.
 		s.lw.from = ""
 	}
 }
 
-// cacheRelist (see "What a replay costs the control plane" in the package
-// doc) passes a stream's calls through to its ListerWatcher; while
+// cacheRelist passes a stream's calls through to its ListerWatcher; while
 // from is set, the request that starts a replay (a watch-list, or the
 // first page of a LIST) asks for the collection not older than from
-// instead of the latest. Owned by the goroutine in [Stream.Run], which
-// makes every call.
+// instead of the latest. Owned by the goroutine in [Stream.Run].
 type cacheRelist struct {
 	inner cache.ListerWatcherWithContext
 	// from is the expired cursor the next replay asks for, "" for the
-	// latest; noteReplayCause sets it before each replay. Only a request
-	// that starts a replay (no resourceVersion) reads it: while the
-	// stream has a cursor it is unused.
+	// latest.
 	from string
 }
 

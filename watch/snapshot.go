@@ -40,8 +40,7 @@ func isInitialEventsEnd(obj runtime.Object) bool {
 }
 
 // replayBuffer collects a watch-list's initial events by namespace and
-// name, in the order they came: the server sends them in key order, so
-// the snapshot's sort has next to nothing to do.
+// name, in the order they came (the server's key order).
 type replayBuffer struct {
 	// index holds the place in arrived of each key's object.
 	index map[objectKey]int
@@ -94,9 +93,7 @@ type keyedObject struct {
 }
 
 // sortObjects sorts objs by namespace and name, keeping the order of
-// objects with the same key. Each key is computed once: a replay of 50,000
-// objects sorted through meta.Accessor in every comparison spent tens of
-// milliseconds there, after its last event and before its snapshot.
+// objects with the same key; each key is computed once.
 func sortObjects(objs []runtime.Object) {
 	keyed := make([]keyedObject, len(objs))
 	for i, o := range objs {

@@ -7,22 +7,11 @@ import (
 )
 
 // stallWatch notices a [Handler] call that does not return while its
-// session is live. Escalations cover a session that has not gone live (a
-// handler stuck on a replay's snapshot or on a resumed session's first
-// event keeps the session from going live); once it is live, nothing else
-// would: the stream would stay Streaming for as long as the handler hangs,
-// while the server's events pile up unread.
-//
-// A call costs two atomic additions and a load. A timer looks at the call
-// in progress every stallStep while calls come; it is armed by the first
-// call after the stream was idle, and it disarms itself when it finds no
-// call in progress. A call stuck for TransientGrace (within one step) in a
-// live session makes the stream Blocked with [ReasonHandlerStalled]; for
-// ProgressDeadline, Blocked and needing a human. The session was live
-// only until the call began: when the call returns the stream is
-// Streaming again once the session has stayed open for ShortSession more;
-// if it ends first, it is graded as a session that was not live, with the
-// trouble counted from the call's start.
+// session is live (escalations cover a session that is not); what it
+// publishes is the "handler stuck" rows of "What is published when". A
+// timer looks at the call in progress every TransientGrace/stallSteps
+// while calls come: the first call after the stream was idle arms it, and
+// it disarms itself when it finds no call in progress.
 type stallWatch struct {
 	// calls counts entries into and exits from the handler: odd while a
 	// call is in progress.
@@ -40,8 +29,7 @@ type stallWatch struct {
 	since time.Time
 }
 
-// stallSteps is how many times within TransientGrace the timer looks at
-// the call in progress.
+// stallSteps is how many times within TransientGrace the timer looks.
 const stallSteps = 6
 
 // start lets the timer run; stop stops it, and nothing is published after
@@ -72,11 +60,9 @@ func (w *stallWatch) enter(s *Stream) {
 	}
 }
 
-// leave is called after each handler call. If a stall was published
-// while the call was in progress, it returns when the call began: the
-// session was live until then, and, if it is still open, must stay open
-// for ShortSession again before the stream is Streaming (the server may
-// have closed it meanwhile). It returns the zero time otherwise.
+// leave is called after each handler call. It reports whether a stall was
+// published while the call was in progress: the session must then stay
+// open for ShortSession again before the stream is Streaming.
 func (w *stallWatch) leave() bool {
 	w.calls.Add(1)
 	if !w.stalled.Load() {
@@ -115,17 +101,15 @@ func (w *stallWatch) check(s *Stream) {
 		if w.calls.Load()%2 == 0 {
 			return
 		}
-		// A call entered while the timer was being disarmed, and did not
-		// arm it: watch it from now.
+		// A call entered while the timer was being disarmed.
 		w.armed.Store(true)
 		w.seen, w.since = w.calls.Load(), now
 	case calls != w.seen:
 		w.seen, w.since = calls, now
 	default:
 		// Set before the last look, so that a call returning now either
-		// is seen here or sees the stall in leave. A stall taken by an
-		// earlier look stays set: the call that returns now must find it
-		// in leave, to be watched for ShortSession again.
+		// is seen here or sees the stall in leave; a stall taken earlier
+		// stays set for leave to find.
 		was := w.stalled.Swap(true)
 		switch {
 		case w.calls.Load() != calls:

@@ -6,13 +6,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Phase is where a stream stands, as published to an [Observer].
-//
-// A stream is [PhaseStarting] until its first session opens,
-// [PhaseReplaying] while it rebuilds its view of the collection,
-// [PhaseStreaming] while it delivers live events, and [PhaseBlocked] while
-// something keeps it from doing so. A routine session ending does not change
-// the phase: a stream that reconnects from its cursor never leaves Streaming.
+// Phase is where a stream stands, as published to an [Observer]. A
+// routine session ending does not change it: a stream that reconnects
+// from its cursor never leaves Streaming.
 type Phase string
 
 const (
@@ -50,15 +46,14 @@ const (
 	ReasonResourceVersionTooLarge Reason = "ResourceVersionTooLarge"
 	// ReasonWatching goes with PhaseStreaming.
 	ReasonWatching Reason = "Watching"
-	// ReasonFlapping: sessions keep closing before they go live (at once,
-	// with no events), even after a replay.
+	// ReasonFlapping: sessions keep closing before they go live.
 	ReasonFlapping Reason = "Flapping"
-	// ReasonReplayTimedOut: a replay did not finish within
+	// ReasonReplayTimedOut: a watch-list replay did not finish within
 	// [StreamOptions.ReplayTimeout].
 	ReasonReplayTimedOut Reason = "ReplayTimedOut"
-	// ReasonNoLiveSession: the last session was healthy and closed, and no
-	// session has gone live since for longer than [Policy.TransientGrace]:
-	// a List, a Watch call or the handler is taking that long.
+	// ReasonNoLiveSession: no session has gone live for longer than
+	// [Policy.TransientGrace] since a live one closed cleanly, or since a
+	// stream resuming from a cursor started.
 	ReasonNoLiveSession Reason = "NoLiveSession"
 	// ReasonProgressDeadlineExceeded: the stream has not had a live
 	// session for longer than [Policy.ProgressDeadline]; the message names
@@ -69,8 +64,8 @@ const (
 	// ReasonHandlerStalled: a call of the consumer's [Handler] has not
 	// returned for longer than [Policy.TransientGrace], while events wait.
 	ReasonHandlerStalled Reason = "HandlerStalled"
-	// ReasonBadEvent: the server sent an event the stream cannot use (no
-	// object, no resourceVersion, an unknown type).
+	// ReasonBadEvent: the server sent an event or a list the stream cannot
+	// use (see [CauseBadEvent]).
 	ReasonBadEvent Reason = "BadEvent"
 
 	// ReasonUnauthorized: HTTP 401. Needs a human.
@@ -93,8 +88,7 @@ const (
 	// ReasonServerError: HTTP 500 or 503, and other server-side failures.
 	// Transient.
 	ReasonServerError Reason = "ServerError"
-	// ReasonTimeout: HTTP 504 (including ResourceVersionTooLarge) or a
-	// client-side timeout. Transient.
+	// ReasonTimeout: HTTP 504 or a client-side timeout. Transient.
 	ReasonTimeout Reason = "Timeout"
 	// ReasonConnectionFailed: the connection was refused, reset or cut short.
 	// Transient.
@@ -104,8 +98,7 @@ const (
 )
 
 // State is what an [Observer] is told when a stream's phase, reason or
-// NeedsHuman changes. Streams never publish a State that equals the previous
-// one, and Message is chosen so that it holds no counters or timestamps.
+// NeedsHuman changes. Message holds no counters or timestamps.
 type State struct {
 	// Stream names the stream ([StreamOptions.Name]).
 	Stream string
@@ -173,10 +166,9 @@ type SessionEnd struct {
 
 // Observer is told about state changes and session endings. Streams and
 // [Instrument]ed ListerWatchers call it synchronously, from the goroutine
-// that runs the session or from the timer of an escalation (one call at a
-// time per stream, in order), so its methods must be safe for concurrent use
-// (one observer usually serves many streams) and must not block: copy what
-// you need and return.
+// that runs the session or from a timer (one call at a time per stream, in
+// order), so its methods must be safe for concurrent use (one observer
+// usually serves many streams) and must not block.
 type Observer interface {
 	// StateChanged is called when a stream's State changes.
 	StateChanged(State)

@@ -22,14 +22,10 @@ var ErrNotSynced = errors.New("watchgrade/watch: not synced")
 //
 // It is meant for the readiness probe, not the liveness probe. A pod that
 // is not ready is taken out of its Services' endpoints, webhooks
-// included: right while its caches have never synced, when it could only
-// answer from an empty view, and wrong afterwards, when taking it out
-// fixes nothing and only breaks its webhooks. So a stream that is Blocked
-// later, Stalled by a denial or an outage, does not fail the check: the
-// owners' Stalled conditions and Warning Events say so to a human. A
-// failing liveness probe restarts the container, which never fixes RBAC,
-// a missing CRD or an apiserver outage; use the check for liveness only
-// if a restart is the cure.
+// included: right before its caches have synced, wrong afterwards, when
+// that fixes nothing. So a stream Blocked later does not fail the check.
+// A failing liveness probe restarts the container, which never fixes
+// RBAC, a missing CRD or an apiserver outage.
 //
 // The zero value is ready to use; it is safe for concurrent use.
 type SyncCheck struct {

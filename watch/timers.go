@@ -12,10 +12,9 @@ import (
 type stopper interface{ Stop() bool }
 
 // afterFunc calls f in its own goroutine after d on c: with c's AfterFunc
-// where it has one, else with a goroutine waiting on a timer until it fires
-// or is stopped. A fake clock's AfterFunc (k8s.io/utils/clock/testing)
-// calls f from Step holding the clock's lock, where f could not read the
-// clock: f runs in a goroutine of its own.
+// where it has one (a fake clock's calls it holding its lock, so f is
+// started from it), else with a goroutine waiting on a timer until it
+// fires or is stopped.
 func afterFunc(c clock.Clock, d time.Duration, f func()) stopper {
 	if rc, ok := c.(clock.RealClock); ok {
 		return rc.AfterFunc(d, f)
@@ -35,11 +34,9 @@ func afterFunc(c clock.Clock, d time.Duration, f func()) stopper {
 	return &goroutineTimer{t: t, stop: stop}
 }
 
-// flagTimer is a timer whose firing is read with one atomic load: a
-// session polls it at every event until it goes live, which a poll of a
-// timer's channel (a lock and a read of the clock) would make cost a
-// tenth more per event on the real decode path. c is closed when it
-// fires, for a select.
+// flagTimer is a timer whose firing is read with one atomic load, for a
+// session that polls it at every event until it goes live; c is closed
+// when it fires, for a select.
 type flagTimer struct {
 	fired atomic.Bool
 	c     chan struct{}
