@@ -21,10 +21,8 @@ type Class string
 const (
 	// ClassNone: no error (a clean close, a teardown).
 	ClassNone Class = "none"
-	// ClassExpired: the cursor cannot be served any more: it expired (HTTP
-	// 410, reason Expired or Gone), or it is newer than anything the server
-	// has (504 with cause ResourceVersionTooLarge). Routine: the stream
-	// replays.
+	// ClassExpired: the cursor cannot be served: it expired, or the server
+	// has not reached it. Routine: the stream replays.
 	ClassExpired Class = "expired"
 	// ClassTransient: expected to heal by itself (429, 5xx, timeouts,
 	// connection errors, anything unknown).
@@ -48,7 +46,7 @@ func Classes() []Class {
 //	------------------------------------------------------  ------------  ----------------------------
 //	Status code 410, or reason Expired or Gone              expired       ExpiredResourceVersion
 //	504 with cause ResourceVersionTooLarge                  expired       ResourceVersionTooLarge
-//	ErrCursorAhead (the stream's own check of its cursor)    expired       ResourceVersionTooLarge
+//	ErrCursorAhead (the stream's check of its cursor)       expired       ResourceVersionTooLarge
 //	401 / Unauthorized                                      needs human   Unauthorized
 //	403 / Forbidden                                         needs human   Forbidden
 //	404 / NotFound                                          needs human   ResourceNotFound
@@ -115,8 +113,7 @@ func Classify(err error) (Class, Reason) {
 }
 
 // certificateRefused reports whether err is the client refusing the
-// server's TLS certificate, or a server that does not speak TLS: neither
-// heals by retrying.
+// server's TLS certificate, or a server that does not speak TLS.
 func certificateRefused(err error) bool {
 	var (
 		verify   *tls.CertificateVerificationError

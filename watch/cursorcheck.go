@@ -24,21 +24,17 @@ func (s *Stream) confirmed() {
 	s.unconfirmed, s.doubt = time.Time{}, false
 }
 
-// ErrCursorAhead: the server has not reached the stream's cursor: its
-// storage was restored without a revision bump, the cluster was rebuilt
-// behind the same address, or the cursor came from another cluster. It
-// ends a session with [ClassExpired] and [ReasonResourceVersionTooLarge],
-// and the stream replays. Match it with errors.Is.
+// ErrCursorAhead: the server has not reached the stream's cursor (see "A
+// server behind the cursor" in the package doc). It ends a session with
+// [ClassExpired] and [ReasonResourceVersionTooLarge]; the stream replays.
 var ErrCursorAhead = errors.New("the server has not reached the stream's cursor")
 
 // cursorCheckTimeout is the timeoutSeconds of a check of the cursor.
 const cursorCheckTimeout = 10 * time.Second
 
-// cursorAhead asks the server whether it has reached cursor (see "A
-// server behind the cursor" in the package doc). It returns an error
-// wrapping ErrCursorAhead if the server is behind the cursor, nil if it
-// has reached it, and told false if it could not tell (a LIST that
-// failed).
+// cursorAhead asks the server whether it has reached cursor: an error
+// wrapping ErrCursorAhead if not, nil if it has, told false if it could
+// not tell.
 func (s *Stream) cursorAhead(ctx context.Context, cursor string) (ahead error, told bool) {
 	if _, err := resourceversion.CompareResourceVersion(cursor, cursor); err == nil {
 		// timeoutSeconds also marks the LIST as a check, not a replay's

@@ -27,16 +27,13 @@ const (
 type Cause string
 
 const (
-	// CauseClosed: the result channel closed without an error. The server's
-	// own timeout, a server shutdown, a GOAWAY and a connection reset all
-	// look like this to a client.
+	// CauseClosed: the result channel closed without an error.
 	CauseClosed Cause = "Closed"
 	// CauseError: the List or Watch call returned an error, or an ERROR
 	// event arrived. [Ending.Err] holds it.
 	CauseError Cause = "Error"
-	// CauseBadEvent: the stream cannot use what arrived: an event whose
-	// object is missing or has no metadata, or a list without one or
-	// without a resourceVersion.
+	// CauseBadEvent: an event whose object is missing or has no metadata,
+	// or a list without metadata or a resourceVersion.
 	CauseBadEvent Cause = "BadEvent"
 	// CauseHandler: the consumer's [Handler] returned [Ending.Err].
 	CauseHandler Cause = "Handler"
@@ -63,20 +60,17 @@ type Ending struct {
 	// included.
 	Events int
 	// Live is true when the session went live (see "When a session is
-	// live" in the package doc). A live session is healthy however it
-	// ended.
+	// live" in the package doc).
 	Live bool
 
 	// Failures counts the sessions in a row before this one that did not
 	// go live.
 	Failures int
-	// Trouble is how long the stream has gone without a live session:
-	// since the last live session ended, or since the stream started.
-	// Zero when this session was live.
+	// Trouble is how long since the last live session ended, or the stream
+	// started. Zero when this session was live.
 	Trouble time.Duration
 	// NeedsHumanFor is how long the failures that need a human have gone
-	// on in a row, from the first of them. Zero when there were none just
-	// before.
+	// on in a row; zero when there were none just before.
 	NeedsHumanFor time.Duration
 	// ExpiredFor is how long ago the cursor first expired since the
 	// stream was last live. Zero when no earlier ending was an expiry.
@@ -94,18 +88,16 @@ type Policy struct {
 	// if it had one, to count as live; a clean close that comes sooner is
 	// short, whatever it delivered. Defaults to 1s.
 	ShortSession time.Duration
-	// FlapAfter is the number of short closes in a row, a replay having been
-	// tried since the stream was last live, after which the stream is
-	// Blocked with ReasonFlapping. Defaults to 3.
+	// FlapAfter is the number of short closes in a row, with a replay tried,
+	// after which the stream is Blocked with ReasonFlapping. Defaults to 3.
 	FlapAfter int
 	// TransientGrace is how long a stream may go without a live session
 	// before it is published as Blocked, whatever the cause. Defaults to
 	// 30s.
 	TransientGrace time.Duration
-	// HumanGrace is how long failures that need a human may go on, seen
-	// by the stream's own requests, before they are published as needing a
-	// human: a Role, RoleBinding or CRD applied with the controller takes
-	// seconds to take effect. Defaults to 15s.
+	// HumanGrace is how long failures that need a human may go on before
+	// they are published: a RoleBinding or CRD applied with the controller
+	// takes seconds to take effect. Defaults to 15s.
 	HumanGrace time.Duration
 	// ProgressDeadline is how long a stream may go without a live session,
 	// whatever the cause, before it needs a human; it is published on a
@@ -113,8 +105,7 @@ type Policy struct {
 	ProgressDeadline time.Duration
 	// ReplayGrace is how long a stream whose cursor expired may go without
 	// a live session before it is published as Replaying: every apiserver
-	// restart expires every cursor, and a replay done within the grace
-	// loses nothing. Defaults to 10s.
+	// restart expires every cursor. Defaults to 10s.
 	ReplayGrace time.Duration
 }
 
@@ -129,11 +120,10 @@ const (
 )
 
 // Validate reports, as an error wrapping [ErrInvalidOptions], thresholds
-// that cannot all be honoured once defaults are applied: a
-// ProgressDeadline shorter than TransientGrace, or a ShortSession not
-// shorter than TransientGrace. [NewStream] and [Instrument] refuse such a
-// Policy; [Grade] treats a ProgressDeadline shorter than TransientGrace as
-// TransientGrace.
+// that cannot all be honoured once defaults are applied: a ProgressDeadline
+// shorter than TransientGrace, or a ShortSession not shorter than it.
+// [NewStream] and [Instrument] refuse such a Policy; [Grade] raises
+// ProgressDeadline to TransientGrace.
 func (p Policy) Validate() error {
 	p = p.filled()
 	var problems []string
@@ -199,8 +189,8 @@ const (
 	WaitNone Wait = "None"
 	// WaitBackoff: wait the next step of the exponential backoff.
 	WaitBackoff Wait = "Backoff"
-	// WaitSlow: wait a full backoff cap; for failures that need a human,
-	// which heal when fixed but not sooner.
+	// WaitSlow: wait from the upper half of the backoff cap; for failures
+	// that need a human.
 	WaitSlow Wait = "Slow"
 )
 
@@ -208,19 +198,15 @@ const (
 type Verdict struct {
 	// Outcome is the ending's label.
 	Outcome Outcome
-	// Class is the class of the error that ended the session, ClassNone for
-	// a clean close or a teardown.
+	// Class is the class of the error that ended the session.
 	Class Class
-	// Healthy is true when the session went live ([Ending.Live]): it
-	// resets the backoff and the history of failures.
+	// Healthy is true when the session went live ([Ending.Live]).
 	Healthy bool
-	// ShortClose is true when the session was a short clean close; it
-	// extends the run that [Ending.ShortCloses] counts.
+	// ShortClose is true when the session was a short clean close.
 	ShortClose bool
 	// Publish is true when the stream must publish State now.
 	Publish bool
-	// State is the state to publish when Publish is true; its Stream and
-	// Resource are left for the caller to fill in.
+	// State is the state to publish; Stream and Resource are left unset.
 	State State
 	// Escalations are the states to publish if the stream is still not live
 	// that long after this ending, latest last. A live session cancels
@@ -278,14 +264,12 @@ type Escalation struct {
 // [ReasonProgressDeadlineExceeded] if it has reached ProgressDeadline.
 // The thresholds not reached yet are [Verdict.Escalations] (after an
 // expiry: Replaying at ReplayGrace from the expiry, or at TransientGrace
-// if that comes first, then the deadline). A 410 is graded by what it
-// answered, never by its shape (a 410 on the open; an ERROR event with
-// reason Expired or Gone, anywhere in a session or a watch-list; a LIST
-// continue token that expired). A short close is a clean close before the
-// session went live; its reason is [ReasonFlapping]. A handler error takes
-// the class of the error it returned ([Classify]), so a handler's
-// Forbidden needs a human too. The server's Retry-After
-// ([Verdict.RetryAfter]) is a floor for any wait.
+// if that comes first, then the deadline). A 410 is graded the same in
+// every shape (on the open, an ERROR event anywhere, a LIST continue
+// token). A short close is a clean close before the session went live,
+// with [ReasonFlapping]. A handler error takes the class of its error
+// ([Classify]). The server's Retry-After ([Verdict.RetryAfter]) is a floor
+// for any wait.
 func Grade(e Ending, p Policy) Verdict {
 	p = p.withDefaults()
 	if e.OwnerDone {
@@ -417,9 +401,8 @@ func escalations(e Ending, class Class, reason Reason, p Policy) []Escalation {
 	return out
 }
 
-// startEscalations are what a stream or an instrumented informer
-// publishes if its first session never goes live, counted from its start
-// (the "start" rows of "What is published when").
+// startEscalations are the escalations armed at a start (the "start" rows
+// of "What is published when").
 func startEscalations(p Policy, resuming bool) []Escalation {
 	p = p.withDefaults()
 	var out []Escalation

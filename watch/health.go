@@ -10,11 +10,9 @@ import (
 )
 
 // health is what a stream, or an instrumented informer, publishes over
-// time: the over-time counterpart of [Grade], a value with a pure step.
-// A driver records each fact with step and publishes exactly the states
-// step returns; due is the next instant a tick can publish something. No
-// clock, no I/O, no lock. The package doc's table "What is published
-// when" is this step, row by row.
+// time: a value with a pure step, the package doc's table "What is
+// published when". A driver publishes exactly the states step returns;
+// due is the next instant a tick can publish something.
 type health struct {
 	name     string
 	resource schema.GroupResource
@@ -27,11 +25,9 @@ type health struct {
 	cur       State
 	announced bool
 	steady    steadiness
-	// live is true while a session is live; replayed when a replay began
-	// since the last ending.
+	// live: a session is live; replayed: a replay began since the last end.
 	live, replayed bool
-	// stalledAt is when the handler call whose stall is published began;
-	// zero when none is.
+	// stalledAt is when the stalled handler call began; zero if none.
 	stalledAt time.Time
 	// pending are the escalations still to come, each due After base.
 	pending []Escalation
@@ -42,8 +38,7 @@ type health struct {
 type factKind uint8
 
 const (
-	// factStart: a Stream's Run began, or an informer made its first call
-	// (again after a teardown).
+	// factStart: a Stream's Run began, or an informer's first call.
 	factStart factKind = iota
 	// factReplay: a replay began (a LIST, a watch-list).
 	factReplay
@@ -63,13 +58,11 @@ type fact struct {
 	at   time.Time
 	// resuming (factStart): the stream resumes from a cursor.
 	resuming bool
-	// initial (factReplay): a first replay, of a stream that never had a
-	// cursor.
+	// initial (factReplay): the first replay of a cursorless start.
 	initial bool
 	// ending (factEnd): the session's ending; history is filled in here.
 	ending Ending
-	// since is when the call in progress began (factStuck), or the
-	// session (factEnd).
+	// since is when the stuck call (factStuck) or the session began.
 	since time.Time
 }
 
@@ -85,8 +78,7 @@ var (
 	streamingState = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the stream is delivering live events"}
 )
 
-// step records f and returns the states to publish, in order, and for
-// factEnd the ending's verdict.
+// step records f and returns the states to publish, and a factEnd's verdict.
 func (h *health) step(f fact) (v Verdict, out []State) {
 	show := func(st State) {
 		st = h.stamp(st)
@@ -186,21 +178,17 @@ func (h *health) subject() string {
 // steadiness keeps a stream's published state steady under a fault that
 // does not change (the package doc's table "the state a row gives").
 type steadiness struct {
-	// pending is the Blocked reason the stream would switch to, and
-	// seen how many times in a row it was asked to.
+	// pending is the Blocked reason asked for seen times in a row.
 	pending Reason
 	seen    int
 }
 
 // switchAfter is how many times in a row a blocked stream must be asked
-// to publish another reason before it does.
+// to publish another reason.
 const switchAfter = 3
 
 // keep reports whether a stream in state cur keeps it rather than publish
-// next: next differs only in its message; next is Replaying while cur is
-// Blocked; next is the progress deadline while cur already needs a human;
-// or both are Blocked without needing a human and next's reason has not
-// been asked for switchAfter times in a row.
+// next (the rows of "the state a row gives").
 func (k *steadiness) keep(cur, next State) bool {
 	if next.Phase != PhaseBlocked || cur.Phase != PhaseBlocked || next.NeedsHuman || cur.NeedsHuman {
 		k.pending, k.seen = "", 0
@@ -225,27 +213,24 @@ func (k *steadiness) keep(cur, next State) bool {
 	return false
 }
 
-// publisher drives a health fold for a Stream or an instrumented
-// informer: it stamps each fact with the time, steps the fold under one
-// lock, tells the observer what the step says (the package's only path to
-// an Observer), and keeps one timer at the fold's due time. The lock
-// serialises every step and every observer call, so an escalation can
-// never land after the Streaming that cancelled it.
+// publisher drives a health fold: it stamps each fact with the time,
+// steps the fold under one lock, tells the observer what the step says
+// (the package's only path to an Observer), and keeps one timer at the
+// fold's due time. The lock serialises steps and observer calls, so an
+// escalation never lands after the Streaming that cancelled it.
 type publisher struct {
 	clock    clock.Clock
 	observer Observer
 
 	mu sync.Mutex
 	h  health
-	// done, when closed, stops what the timer would publish: the context
-	// of an informer's last call.
+	// done, when closed, stops what the timer would publish.
 	done    <-chan struct{}
 	stopped bool
 	timer   stopper
 	gen     uint64
 
-	// stateMu guards state, the state last published: an observer may
-	// ask for it while it is told.
+	// stateMu guards state, which an observer may ask for while told.
 	stateMu sync.Mutex
 	state   State
 }
@@ -254,8 +239,8 @@ func newPublisher(c clock.Clock, o Observer, h health) *publisher {
 	return &publisher{clock: c, observer: o, h: h, state: h.cur}
 }
 
-// record steps the fold with f and returns the verdict of a factEnd;
-// done replaces the channel that stops the timer (nil: never).
+// record steps the fold with f and returns a factEnd's verdict; done
+// replaces the channel that stops the timer (nil: never).
 func (p *publisher) record(f fact, done <-chan struct{}) Verdict {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -289,8 +274,7 @@ func (p *publisher) current() State {
 	return p.state
 }
 
-// stepLocked steps the fold with f, at f.at if set (a tick's due time),
-// else now.
+// stepLocked steps the fold with f, at f.at if set, else now.
 func (p *publisher) stepLocked(f fact) Verdict {
 	if f.at.IsZero() {
 		f.at = p.clock.Now()

@@ -7,8 +7,7 @@ import (
 // history is what Grade needs to know about the sessions since the stream
 // was last live.
 type history struct {
-	// lastLive is when the last live session ended, or when the stream
-	// started.
+	// lastLive is when the last live session ended, or the stream started.
 	lastLive time.Time
 	// failures counts the sessions since then that did not go live.
 	failures int
@@ -17,8 +16,7 @@ type history struct {
 	// humanSince is when the current run of failures that need a human
 	// began; zero when the last ending was not one.
 	humanSince time.Time
-	// humanHandler is true when the last ending of that run was the
-	// handler's failure.
+	// humanHandler: the last of that run was the handler's.
 	humanHandler bool
 	// expiredSince is when the cursor first expired since then.
 	expiredSince time.Time
@@ -27,8 +25,7 @@ type history struct {
 
 func newHistory(now time.Time) history { return history{lastLive: now} }
 
-// fill completes e, which ended at now, from the history; replayed says
-// whether its session started a replay.
+// fill completes e, which ended at now, from the history.
 func (h *history) fill(e *Ending, now time.Time, replayed bool) {
 	e.Failures = h.failures
 	e.ShortCloses = h.shortCloses

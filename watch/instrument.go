@@ -25,33 +25,26 @@ import (
 type InstrumentOptions struct {
 	// Resource is the watched collection's group and resource. Required.
 	Resource schema.GroupResource
-	// Name identifies the informer to observers. Defaults to
-	// Resource.String().
+	// Name identifies the informer to observers; defaults to Resource.String().
 	Name string
-	// Observer is told about state changes and session endings.
-	// Defaults to none.
+	// Observer is told about state changes and session endings, if set.
 	Observer Observer
 	// Policy holds the grading thresholds. Defaults to Policy's defaults.
 	Policy Policy
-	// Clock measures sessions and trouble, and times escalations.
-	// Defaults to the real clock.
+	// Clock times sessions and escalations; defaults to the real clock.
 	Clock clock.Clock
 }
 
 // InstrumentedListerWatcher wraps the ListerWatcher an informer is built
-// from, so that every List, every watch open and every session end of that
-// informer is graded by [Grade] and reported to an [Observer], as a
-// [Stream]'s are (see Informers in the package doc). Results, errors and
-// events pass through as they are, and the informer keeps its own retries
-// and relists, except that a List or watch open refused by a server not
-// there is retried inside the call until the trouble is published. The
-// reflector's fallback from a refused watch-list to a LIST is not
-// reported as a session ending; events the reflector skips end nothing.
-//
-// Each open watch is forwarded by one goroutine, through a result channel
-// of 64 events, until the watch ends or is stopped. Escalations publish
-// nothing once the context of the informer's last call is done. Create one
-// with [Instrument]. It is safe for concurrent use.
+// from, so that every List, watch open and session end of that informer
+// is graded and reported as a [Stream]'s are (see Informers in the package
+// doc). Results, errors and events pass through as they are, and the
+// informer keeps its own retries except for a refused connection. The
+// reflector's fallback from a refused watch-list to a LIST ends no
+// session, nor do events the reflector skips. Each open watch is
+// forwarded by one goroutine, through a buffer of 64 events. Escalations
+// publish nothing once the context of the informer's last call is done.
+// Create one with [Instrument]. It is safe for concurrent use.
 type InstrumentedListerWatcher struct {
 	inner          cache.ListerWatcherWithContext
 	watchListUnsup bool
@@ -77,10 +70,9 @@ var (
 // Instrument wraps lw for an informer: pass the result to
 // cache.NewSharedIndexInformer, or return it from controller-runtime's
 // cache.Options.NewInformer. The informer's health is measured from its
-// first List or Watch call (again after a teardown), not from Instrument,
-// so a standby (a leader election) is not trouble. It returns an error
-// wrapping ErrNilListerWatcher or ErrNoResource when those are missing,
-// and ErrInvalidOptions when [Policy.Validate] refuses the Policy.
+// first List or Watch call (again after a teardown), not from Instrument.
+// It returns an error wrapping ErrNilListerWatcher or ErrNoResource when
+// those are missing, and ErrInvalidOptions if [Policy.Validate] fails.
 func Instrument(lw cache.ListerWatcher, opts InstrumentOptions) (*InstrumentedListerWatcher, error) {
 	if lw == nil {
 		return nil, fmt.Errorf("Instrument: %w", ErrNilListerWatcher)
@@ -115,8 +107,7 @@ func Instrument(lw cache.ListerWatcher, opts InstrumentOptions) (*InstrumentedLi
 }
 
 // IsWatchListSemanticsUnSupported passes on the wrapped ListerWatcher's
-// answer, so the reflector makes the same watch-list choice as without
-// the wrapper.
+// answer.
 func (i *InstrumentedListerWatcher) IsWatchListSemanticsUnSupported() bool {
 	return i.watchListUnsup
 }
@@ -209,10 +200,9 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 	return g, nil
 }
 
-// again reports whether a List or a watch open that failed with err,
-// graded v, is made again here, after a Stream's wait, rather than handed
-// to the reflector: while the server refuses connections and the trouble
-// is not published yet (see Informers in the package doc).
+// again reports whether a call that failed with err, graded v, is made
+// again here after a Stream's wait rather than handed to the reflector
+// (see Informers in the package doc).
 func (i *InstrumentedListerWatcher) again(ctx context.Context, err error, v Verdict) bool {
 	if v.Next == NextStop || v.Publish || !utilnet.IsConnectionRefused(err) {
 		return false
@@ -286,8 +276,7 @@ func (g *gradedWatch) forward() {
 // pump forwards events until the watch closes or the consumer stops it. It
 // returns the ending (cause empty when the consumer stopped the watch), and
 // whether it was already graded: an ERROR event is graded as it arrives,
-// before the informer can open its next watch, and forwarded. A close is
-// graded by forward before the result channel closes.
+// before the informer can open its next watch.
 func (g *gradedWatch) pump() (r result, graded bool) {
 	r.stage = StageStream
 	if g.replay {
@@ -309,8 +298,7 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 			}
 		}
 		if !got {
-			// A ready event without a multi-way select, once the
-			// consumer has not stopped the watch.
+			// A ready event without a multi-way select.
 			select {
 			case <-g.stop:
 				r.cause = ""
@@ -379,8 +367,7 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 
 // reflectorListsAfter reports whether client-go's reflector answers err,
 // an ERROR event inside a watch-list, by listing instead: anything but a
-// 429 or a refused connection (it backs off and asks again) and an expiry
-// or a too large resourceVersion (it asks again at once).
+// 429, a refused connection and an expiry or a too large resourceVersion.
 func reflectorListsAfter(err error) bool {
 	if apierrors.IsTooManyRequests(err) || utilnet.IsConnectionRefused(err) {
 		return false
@@ -389,7 +376,6 @@ func reflectorListsAfter(err error) bool {
 	return class != ClassExpired
 }
 
-// forwardBuffer is the capacity of an instrumented watch's result channel:
-// the forwarding goroutine runs ahead of the reflector, which then takes
-// events without waiting for a goroutine hand-off each.
+// forwardBuffer is the capacity of an instrumented watch's result channel,
+// so the reflector takes events without a goroutine hand-off each.
 const forwardBuffer = 64

@@ -16,12 +16,10 @@ type liveness struct {
 	short time.Duration
 	// timer counts ShortSession; nil when no count runs.
 	timer *flagTimer
-	// opened is true once the count has run out, until the session is
-	// live; openedAt is when it ran out.
+	// opened is true from when the count ran out (openedAt) until live.
 	opened   bool
 	openedAt time.Time
-	// caughtUp is true once, since then, the consumer found nothing
-	// waiting when it asked for the next event.
+	// caughtUp is true once, since then, the consumer found nothing waiting.
 	caughtUp bool
 }
 
@@ -58,9 +56,8 @@ func (l *liveness) poll() {
 	}
 }
 
-// take is how a consumer reads results while opened: it takes the next
-// event if one comes within settleWait (got), stamped at, and reports
-// whether the session went live before it.
+// take reads results while opened: the next event if one comes within
+// settleWait (got), stamped at, and whether the session went live first.
 func (l *liveness) take(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, got bool, at time.Time, live bool) {
 	ev, ok, got, waited := settled(results)
 	if got {
@@ -75,9 +72,8 @@ func (l *liveness) take(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, g
 	return ev, ok, got, at, false
 }
 
-// held is told that the consumer held an event from began (zero: the
-// session was live then) until now; held ShortSession or more, the count
-// starts again.
+// held is told that the consumer held an event from began (zero: while
+// live) until now; ShortSession or more starts the count again.
 func (l *liveness) held(began time.Time) {
 	if began.IsZero() || (l.timer != nil && !l.timer.fired.Load()) {
 		return
@@ -91,10 +87,9 @@ func (l *liveness) held(began time.Time) {
 // it has taken what the server sent.
 const settleWait = time.Millisecond
 
-// settled takes the next item of results if one comes within settleWait;
-// got is false if the watch stayed quiet that long. waited is true if
-// nothing was ready when it asked. It waits on package time (a scheduling
-// pause, not a policy), and makes a timer only when nothing is ready.
+// settled takes the next item of results if one comes within settleWait
+// (got); waited is true if nothing was ready when it asked. It waits on
+// package time: a scheduling pause, not a policy.
 func settled(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, got, waited bool) {
 	select {
 	case ev, ok = <-results:

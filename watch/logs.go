@@ -24,18 +24,15 @@ type LogOptions struct {
 	Clock clock.PassiveClock
 }
 
-// DefaultLogQuiet is the default of [LogOptions.Quiet]: a reflector in
-// trouble retries within 60 s, and resets its backoff after 2 minutes of
-// health.
+// DefaultLogQuiet is the default of [LogOptions.Quiet]: a reflector
+// resets its backoff after 2 minutes of health.
 const DefaultLogQuiet = 2 * time.Minute
 
 // WatchErrorLogger returns a watch error handler for client-go's
-// reflector (SharedIndexInformer.SetWatchErrorHandlerWithContext, and
-// controller-runtime's cache.Options.DefaultWatchErrorHandler, which sets
-// it on every informer of a cache) that logs to log graded as [Grade]
-// grades a session ending, instead of client-go's default, which logs
-// every failed list or watch as an error ("Failed to watch", through
-// utilruntime.HandleError):
+// reflector (SharedIndexInformer.SetWatchErrorHandlerWithContext, or
+// controller-runtime's cache.Options.DefaultWatchErrorHandler) that logs
+// to log as [Grade] grades, where client-go's default logs every failed
+// list or watch as an error:
 //
 //	what the reflector hands over                   logged
 //	----------------------------------------------  -----------------------------------------
@@ -50,11 +47,9 @@ const DefaultLogQuiet = 2 * time.Minute
 // stretch logs again. Each line carries the reflector's type ("type", such
 // as "*v1.ConfigMap"), the reason ([Classify]), and the error.
 //
-// The reflector logs on its own outside this handler, which no option
-// reaches: the error of an ERROR event inside an open watch other than an
-// expiry, and a watch that ends very soon after it opened, at Info; a
-// failed type assertion or an unsupported event, as errors. Safe for
-// concurrent use by any number of reflectors.
+// The reflector still logs on its own, at Info, an ERROR event other than
+// an expiry and a watch that ends very soon after it opened, and as errors
+// a failed type assertion or an unsupported event. Safe for concurrent use.
 func WatchErrorLogger(log logr.Logger, opts LogOptions) cache.WatchErrorHandlerWithContext {
 	l := &watchErrorLog{log: log, policy: opts.Policy.withDefaults(), quiet: opts.Quiet, clock: opts.Clock, trouble: map[*cache.Reflector]*stretch{}}
 	if l.quiet <= 0 {
@@ -105,7 +100,6 @@ func (l *watchErrorLog) handle(_ context.Context, r *cache.Reflector, err error)
 	s := l.trouble[r]
 	if s == nil || now.Sub(s.last) >= l.quiet {
 		if s == nil && len(l.trouble) >= forgetAbove {
-			// Forget the reflectors whose trouble is over.
 			for k, t := range l.trouble {
 				if now.Sub(t.last) >= l.quiet {
 					delete(l.trouble, k)

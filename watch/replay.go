@@ -15,12 +15,10 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// watchListRetry is how long a stream replays with LIST+WATCH before it
-// tries a watch-list again.
+// watchListRetry is how long a stream lists before a watch-list again.
 const watchListRetry = time.Hour
 
-// replay rebuilds the consumer's view: a watch-list where the server
-// supports it, otherwise LIST then WATCH.
+// replay rebuilds the consumer's view.
 func (s *Stream) replay(ctx context.Context) result {
 	// Only a stream started without a cursor has an initial sync.
 	s.pub.record(fact{kind: factReplay, initial: s.initialSync}, nil)
@@ -44,8 +42,7 @@ func (s *Stream) replayOnce(ctx context.Context) result {
 	}
 	switch {
 	case err == nil && isFakeWatch(w):
-		// client-go's fake clientset ignores sendInitialEvents: it would
-		// never end the replay.
+		// client-go's fake clientset ignores sendInitialEvents.
 		w.Stop()
 		s.watchListOff = true
 		return s.listThenWatch(ctx)
@@ -78,8 +75,7 @@ func (s *Stream) replayOnce(ctx context.Context) result {
 	return result{stage: StageReplay, cause: CauseError, err: err}
 }
 
-// isFakeWatch reports whether w comes from client-go's fake clientsets
-// (their object tracker), which ignore sendInitialEvents.
+// isFakeWatch reports whether w comes from client-go's fake clientsets.
 func isFakeWatch(w apiwatch.Interface) bool {
 	switch w.(type) {
 	case *apiwatch.RaceFreeFakeWatcher, *apiwatch.FakeWatcher:
@@ -88,17 +84,14 @@ func isFakeWatch(w apiwatch.Interface) bool {
 	return false
 }
 
-// refusesWatchList reports whether err is a server's refusal of the
-// watch-list parameters (feature off, an aggregated API that rejects them).
+// refusesWatchList reports whether err refuses a watch-list's parameters.
 func refusesWatchList(err error) bool {
 	class, reason := Classify(err)
 	return class == ClassNeedsHuman && reason == ReasonInvalidRequest
 }
 
 // refusesInStream reports whether err, the first thing a watch-list sent,
-// refuses the watch-list rather than ends a session to grade: anything but
-// a 429, which a LIST would get too, and a 410, graded as an expiry
-// wherever it is seen.
+// refuses the watch-list: anything but a 429 and a 410.
 func refusesInStream(err error) bool {
 	if class, reason := Classify(err); class == ClassExpired && reason == ReasonExpiredResourceVersion {
 		return false
@@ -107,8 +100,7 @@ func refusesInStream(err error) bool {
 }
 
 func (s *Stream) listThenWatch(ctx context.Context) result {
-	// served is set once the server answered a page: a LIST that fails on
-	// a later page is charged to the replay budget.
+	// served is set once the server answered a page.
 	served := false
 	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		list, err := s.lw.ListWithContext(ctx, opts)
@@ -129,8 +121,7 @@ func (s *Stream) listThenWatch(ctx context.Context) result {
 	if err != nil {
 		return result{stage: StageList, cause: CauseBadEvent, err: err, served: true}
 	}
-	// Nothing of the list or the snapshot stays reachable for the watch
-	// that follows.
+	// Nothing of the list stays reachable for the watch that follows.
 	n, rv := len(snap.Objects), snap.ResourceVersion
 	if err := s.snapshot(ctx, snap); err != nil {
 		return result{stage: StageList, cause: CauseHandler, err: err, events: n, served: true}
@@ -171,8 +162,7 @@ func snapshotOfList(list runtime.Object) (Snapshot, error) {
 const DefaultReplaySpread = time.Second
 
 // replaySpread returns how long to wait before a replay that a verdict
-// asked for after d: d, or if d is zero a random wait in
-// [ReplaySpread/2, 3·ReplaySpread/2), drawn from the stream's jitter.
+// asked for after d: d, or if d is zero a spread drawn from s.rand.
 func (s *Stream) replaySpread(d time.Duration) time.Duration {
 	j := s.opts.ReplaySpread
 	if d > 0 || j <= 0 {
@@ -181,9 +171,8 @@ func (s *Stream) replaySpread(d time.Duration) time.Duration {
 	return j/2 + time.Duration(s.rand()*float64(j))
 }
 
-// noteReplayCause sets what the next replay asks for, when a session's
-// ending makes the stream replay and before it drops its cursor (see
-// "What a replay costs the control plane" in the package doc).
+// noteReplayCause sets what the next replay asks for (see "What a replay
+// costs the control plane" in the package doc), before the cursor drops.
 func (s *Stream) noteReplayCause(err error) {
 	if s.opts.ConsistentReplays {
 		return
@@ -202,13 +191,11 @@ func (s *Stream) noteReplayCause(err error) {
 }
 
 // cacheRelist passes a stream's calls through to its ListerWatcher; while
-// from is set, the request that starts a replay (a watch-list, or the
-// first page of a LIST) asks for the collection not older than from
-// instead of the latest. Owned by the goroutine in [Stream.Run].
+// from is set, the request that starts a replay asks for the collection
+// not older than from. Owned by the goroutine in [Stream.Run].
 type cacheRelist struct {
 	inner cache.ListerWatcherWithContext
-	// from is the expired cursor the next replay asks for, "" for the
-	// latest.
+	// from is the expired cursor; "" for the latest.
 	from string
 }
 

@@ -13,9 +13,7 @@ import (
 
 // Errors that describe a bad event or response; they end a session with
 // CauseBadEvent (CauseError for a nil watch or an ERROR event without an
-// object). Match them with errors.Is. An event without a resourceVersion
-// is delivered, and one of an unknown type is skipped, as the reflector
-// does.
+// object). Match them with errors.Is.
 var (
 	// ErrNilObject: an event carried no object.
 	ErrNilObject = errors.New("event has no object")
@@ -35,8 +33,7 @@ type result struct {
 	live bool
 	// served is true when the session's replay was served.
 	served bool
-	// refused is true when a watch-list's first event refused it (see
-	// refusesInStream).
+	// refused is true when a watch-list's first event refused it.
 	refused bool
 }
 
@@ -47,9 +44,8 @@ const (
 	maxSessionLifetime = 2 * time.Hour
 )
 
-// watchOptions returns the options of a watch, with bookmarks and the
-// timeout of StreamOptions.WatchTimeout, and how long the stream lets the
-// session live.
+// watchOptions returns the options of a watch, with bookmarks and a
+// timeout, and how long the stream lets the session live.
 func (s *Stream) watchOptions(o metav1.ListOptions) (metav1.ListOptions, time.Duration) {
 	o.AllowWatchBookmarks = true
 	if w := s.opts.WatchTimeout; w > 0 {
@@ -90,10 +86,9 @@ func (s *Stream) resumeChecked(ctx context.Context, cursor string, check bool) r
 }
 
 // consume reads events from w until the session ends. With buf set it is a
-// watch-list replay: objects are buffered until the initial-events-end
-// bookmark and then delivered as one snapshot. sctx is the session's own
-// context; a watch its deadline ends is a clean close. With cursor set,
-// the cursor is checked ([StreamOptions.CursorCheck]).
+// watch-list replay, delivered as one snapshot at the initial-events-end
+// bookmark. A watch that sctx's deadline ends is a clean close. With
+// cursor set, the cursor is checked.
 func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *replayBuffer, cursor string) (r result) {
 	r.stage = StageStream
 	var deadline <-chan time.Time
@@ -145,8 +140,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 	} else {
 		s.unconfirmed = time.Time{}
 	}
-	// heard records that the server delivered from the cursor, which
-	// confirms it; after it, a check's answer is out of date.
+	// heard records that the server delivered from the cursor.
 	heardAny := false
 	heard := func() {
 		heardAny = true
@@ -185,8 +179,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 			}
 		}
 		if !got && deadline == nil && check == nil && checked == nil {
-			// A ready event without a multi-way select, once the owner
-			// is not done.
+			// A ready event without a multi-way select.
 			select {
 			case <-done:
 				return ended(CauseClosed, nil)
@@ -208,8 +201,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				continue
 			case <-check:
 				if ev, ok, got, _ = settled(results); got {
-					// The session's next event goes first; the check
-					// comes a moment later, if still needed.
+					// The next event goes first, the check a moment later.
 					checkTimer = s.clock.NewTimer(settleWait)
 					check = checkTimer.C()
 					break
@@ -227,7 +219,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				case heardAny:
 					// Delivered from the cursor since: reached.
 				case err != nil:
-					// Behind the cursor: never live; the next sessions are in doubt.
+					// Behind the cursor: never live; the next ones in doubt.
 					r.live, s.doubt = false, true
 					return ended(CauseError, err)
 				case !told:
@@ -303,8 +295,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				deadline, r.stage = nil, StageStream
 				l.count()
 			}
-			// Any other bookmark inside a replay: the cursor waits for
-			// the end.
+			// Inside a replay the cursor waits for the end.
 		case apiwatch.Error:
 			err := apierrorsFromObject(ev.Object)
 			r.refused = buf != nil && wasFirst && refusesInStream(err)

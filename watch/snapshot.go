@@ -12,8 +12,7 @@ import (
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 )
 
-// apierrorsFromObject turns an ERROR event's object into an error; a Status
-// becomes a *StatusError, anything else an error that says what it was.
+// apierrorsFromObject turns an ERROR event's object into an error.
 func apierrorsFromObject(obj runtime.Object) error {
 	if obj == nil {
 		return fmt.Errorf("ERROR event: %w", ErrNilObject)
@@ -44,8 +43,7 @@ func isInitialEventsEnd(obj runtime.Object) bool {
 type replayBuffer struct {
 	// index holds the place in arrived of each key's object.
 	index map[objectKey]int
-	// arrived holds the objects in the order their keys first came; a
-	// deleted one has a nil obj.
+	// arrived holds the objects in arrival order; a deleted one is nil.
 	arrived []keyedObject
 }
 
@@ -102,8 +100,7 @@ func sortObjects(objs []runtime.Object) {
 	sortKeyed(keyed, objs)
 }
 
-// sortKeyed sorts keyed by key, then by place, and writes the objects in
-// that order to dst, which it returns.
+// sortKeyed sorts keyed by key, then place, into dst, which it returns.
 func sortKeyed(keyed []keyedObject, dst []runtime.Object) []runtime.Object {
 	slices.SortFunc(keyed, func(a, b keyedObject) int {
 		return cmp.Or(cmp.Compare(a.key.namespace, b.key.namespace), cmp.Compare(a.key.name, b.key.name), cmp.Compare(a.pos, b.pos))

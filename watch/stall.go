@@ -7,14 +7,11 @@ import (
 )
 
 // stallWatch notices a [Handler] call that does not return while its
-// session is live (escalations cover a session that is not); what it
-// publishes is the "handler stuck" rows of "What is published when". A
-// timer looks at the call in progress every TransientGrace/stallSteps
-// while calls come: the first call after the stream was idle arms it, and
-// it disarms itself when it finds no call in progress.
+// session is live (the "handler stuck" rows of "What is published when").
+// A timer looks every TransientGrace/stallSteps: a call arms it, and it
+// disarms itself when it finds no call in progress.
 type stallWatch struct {
-	// calls counts entries into and exits from the handler: odd while a
-	// call is in progress.
+	// calls counts entries and exits: odd while a call is in progress.
 	calls atomic.Uint64
 	// armed is true while the timer is armed.
 	armed atomic.Bool
@@ -23,8 +20,7 @@ type stallWatch struct {
 	mu      sync.Mutex
 	running bool
 	timer   stopper
-	// seen is the value of calls when the call in progress was first
-	// seen, at since.
+	// seen is calls when the call in progress was first seen, at since.
 	seen  uint64
 	since time.Time
 }
@@ -61,8 +57,7 @@ func (w *stallWatch) enter(s *Stream) {
 }
 
 // leave is called after each handler call. It reports whether a stall was
-// published while the call was in progress: the session must then stay
-// open for ShortSession again before the stream is Streaming.
+// published meanwhile: the session's count must then start again.
 func (w *stallWatch) leave() bool {
 	w.calls.Add(1)
 	if !w.stalled.Load() {
@@ -108,8 +103,7 @@ func (w *stallWatch) check(s *Stream) {
 		w.seen, w.since = calls, now
 	default:
 		// Set before the last look, so that a call returning now either
-		// is seen here or sees the stall in leave; a stall taken earlier
-		// stays set for leave to find.
+		// is seen here or finds the stall (earlier ones too) in leave.
 		was := w.stalled.Swap(true)
 		switch {
 		case w.calls.Load() != calls:

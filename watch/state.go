@@ -14,9 +14,8 @@ type Phase string
 const (
 	// PhaseStarting: the stream is running but has not opened a session yet.
 	PhaseStarting Phase = "Starting"
-	// PhaseReplaying: the stream is rebuilding its snapshot of the collection,
-	// at start without a cursor or after its cursor expired. Events may be
-	// missing from the consumer's view until the snapshot is delivered.
+	// PhaseReplaying: the stream is rebuilding its snapshot of the
+	// collection; the consumer's view may miss changes until it is delivered.
 	PhaseReplaying Phase = "Replaying"
 	// PhaseStreaming: the consumer's view is complete and live events flow.
 	PhaseStreaming Phase = "Streaming"
@@ -26,8 +25,7 @@ const (
 )
 
 // Reason says why a stream is in its phase. Every value is a valid
-// Kubernetes condition reason (CamelCase, matching the CRD reason pattern), so
-// it can be copied into a condition as it is.
+// Kubernetes condition reason, to be copied into a condition as it is.
 type Reason string
 
 const (
@@ -39,10 +37,8 @@ const (
 	// ReasonExpiredResourceVersion: the cursor expired (HTTP 410, reason
 	// Expired or Gone) and the stream is replaying.
 	ReasonExpiredResourceVersion Reason = "ExpiredResourceVersion"
-	// ReasonResourceVersionTooLarge: the server has no such resourceVersion
-	// as the cursor (504 with cause ResourceVersionTooLarge: an etcd
-	// restored from a backup, a cluster rebuilt behind the same address),
-	// and the stream is replaying.
+	// ReasonResourceVersionTooLarge: the server has not reached the cursor
+	// (see [ErrCursorAhead]) and the stream is replaying.
 	ReasonResourceVersionTooLarge Reason = "ResourceVersionTooLarge"
 	// ReasonWatching goes with PhaseStreaming.
 	ReasonWatching Reason = "Watching"
@@ -55,9 +51,8 @@ const (
 	// [Policy.TransientGrace] since a live one closed cleanly, or since a
 	// stream resuming from a cursor started.
 	ReasonNoLiveSession Reason = "NoLiveSession"
-	// ReasonProgressDeadlineExceeded: the stream has not had a live
-	// session for longer than [Policy.ProgressDeadline]; the message names
-	// the last cause. Always needs a human.
+	// ReasonProgressDeadlineExceeded: no live session, or a stalled handler,
+	// for longer than [Policy.ProgressDeadline]. Always needs a human.
 	ReasonProgressDeadlineExceeded Reason = "ProgressDeadlineExceeded"
 	// ReasonHandlerFailed: the consumer's [Handler] returned an error.
 	ReasonHandlerFailed Reason = "HandlerFailed"
@@ -79,19 +74,16 @@ const (
 	// Needs a human.
 	ReasonInvalidRequest Reason = "InvalidRequest"
 	// ReasonCertificateInvalid: the client refused the server's TLS
-	// certificate (an unknown authority, an expired certificate, a wrong
-	// host name), or the server does not speak TLS. Needs a human.
+	// certificate, or the server does not speak TLS. Needs a human.
 	ReasonCertificateInvalid Reason = "CertificateInvalid"
 
 	// ReasonTooManyRequests: HTTP 429. Transient.
 	ReasonTooManyRequests Reason = "TooManyRequests"
-	// ReasonServerError: HTTP 500 or 503, and other server-side failures.
-	// Transient.
+	// ReasonServerError: HTTP 500, 503 or another 5xx. Transient.
 	ReasonServerError Reason = "ServerError"
 	// ReasonTimeout: HTTP 504 or a client-side timeout. Transient.
 	ReasonTimeout Reason = "Timeout"
-	// ReasonConnectionFailed: the connection was refused, reset or cut short.
-	// Transient.
+	// ReasonConnectionFailed: a connection refused, reset or cut. Transient.
 	ReasonConnectionFailed Reason = "ConnectionFailed"
 	// ReasonWatchFailed: any other error. Transient.
 	ReasonWatchFailed Reason = "WatchFailed"
@@ -111,8 +103,7 @@ type State struct {
 	// Message is a human-readable sentence; it may quote the server's error.
 	Message string
 	// NeedsHuman is true for PhaseBlocked when the stream will not heal by
-	// itself: missing RBAC, a missing CRD, an invalid request, or trouble
-	// that outlasted the progress deadline.
+	// itself ([ClassNeedsHuman], or past the progress deadline).
 	NeedsHuman bool
 }
 
@@ -125,15 +116,13 @@ const (
 	OutcomeClosed Outcome = "closed"
 	// OutcomeExpired: the cursor expired (410); the stream replays. Routine.
 	OutcomeExpired Outcome = "expired"
-	// OutcomeError: the session failed. Whether that matters is for the
-	// next session to tell, see [Grade].
+	// OutcomeError: the session failed; whether that matters, see [Grade].
 	OutcomeError Outcome = "error"
 	// OutcomeTeardown: the owner's context ended the session.
 	OutcomeTeardown Outcome = "teardown"
 )
 
-// Outcomes returns every Outcome, in a fixed order, for code that must
-// initialise one series per value.
+// Outcomes returns every Outcome, in a fixed order.
 func Outcomes() []Outcome {
 	return []Outcome{OutcomeClosed, OutcomeExpired, OutcomeError, OutcomeTeardown}
 }
@@ -164,10 +153,9 @@ type SessionEnd struct {
 	Err error
 }
 
-// Observer is told about state changes and session endings. Streams and
-// [Instrument]ed ListerWatchers call it synchronously, from the goroutine
-// that runs the session or from a timer (one call at a time per stream, in
-// order), so its methods must be safe for concurrent use (one observer
+// Observer is told about state changes and session endings, synchronously,
+// one call at a time per stream, in order, from the session's goroutine or
+// a timer: its methods must be safe for concurrent use (one observer
 // usually serves many streams) and must not block.
 type Observer interface {
 	// StateChanged is called when a stream's State changes.
@@ -176,8 +164,7 @@ type Observer interface {
 	SessionEnded(SessionEnd)
 }
 
-// Observers returns an Observer that calls each non-nil observer in turn, in
-// the order given.
+// Observers returns an Observer that calls each non-nil observer in turn.
 func Observers(observers ...Observer) Observer {
 	var fan fanOut
 	for _, o := range observers {
@@ -202,8 +189,7 @@ func (f fanOut) SessionEnded(e SessionEnd) {
 	}
 }
 
-// ObserverFuncs adapts two functions to an [Observer]. A nil function is
-// skipped.
+// ObserverFuncs adapts two functions to an [Observer]; nil ones are skipped.
 type ObserverFuncs struct {
 	StateChangedFunc func(State)
 	SessionEndedFunc func(SessionEnd)

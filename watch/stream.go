@@ -33,8 +33,7 @@ var (
 	ErrNoResource = errors.New("watchgrade/watch: options name no Resource")
 	// ErrAlreadyRunning: Run was called on a stream that is running.
 	ErrAlreadyRunning = errors.New("watchgrade/watch: stream is already running")
-	// ErrInvalidOptions: options or a Policy whose values cannot all be
-	// honoured (see [Policy.Validate] and [NewStream]).
+	// ErrInvalidOptions: see [Policy.Validate] and [NewStream].
 	ErrInvalidOptions = errors.New("watchgrade/watch: invalid options")
 )
 
@@ -42,26 +41,21 @@ var (
 // called [Stream.Run], one call at a time.
 //
 // After every replay the handler gets the whole collection in one
-// Snapshot, then incremental events. An object missing from a Snapshot
-// was deleted, even if no Deleted event was seen: this is how deletes made
-// while the cursor was expired reach the consumer. After a routine
-// reconnect nothing is delivered twice.
-//
-// A handler that returns an error ends the session; after a backoff the same
-// event, or the same snapshot, is delivered again (at least once, never
-// skipped). A stream never delivers bookmarks or ERROR events to a handler.
+// Snapshot, then incremental events; an object missing from a Snapshot
+// was deleted, even if no Deleted event was seen. A handler that returns
+// an error ends the session, and after a backoff the same event or
+// snapshot is delivered again (at least once, never skipped). Bookmarks
+// and ERROR events are never delivered.
 type Handler interface {
 	// Snapshot replaces everything the consumer knows about the collection.
 	Snapshot(ctx context.Context, snap Snapshot) error
-	// Event applies one change: an Added, Modified or Deleted event whose
-	// object has a resourceVersion.
+	// Event applies one change: an Added, Modified or Deleted event.
 	Event(ctx context.Context, ev apiwatch.Event) error
 }
 
 // Snapshot is the whole collection at one resourceVersion.
 type Snapshot struct {
-	// Objects holds every object of the collection, sorted by namespace
-	// and name.
+	// Objects holds every object, sorted by namespace and name.
 	Objects []runtime.Object
 	// ResourceVersion is the collection's resourceVersion at the snapshot.
 	ResourceVersion string
@@ -100,11 +94,9 @@ type StreamOptions struct {
 	// that share one. Defaults to Resource.String().
 	Name string
 	// Cursor is the resourceVersion to resume from. Defaults to "": the
-	// stream starts with a replay. "0" means "any" to the server, as "" does,
-	// and replays too.
+	// stream starts with a replay, as it does from "0".
 	Cursor string
-	// Observer is told about state changes and session endings.
-	// Defaults to none.
+	// Observer is told about state changes and session endings, if set.
 	Observer Observer
 	// Policy holds the grading thresholds. Defaults to Policy's defaults.
 	Policy Policy
@@ -112,48 +104,39 @@ type StreamOptions struct {
 	InitialBackoff time.Duration
 	// MaxBackoff caps every backoff wait. Defaults to 60s.
 	MaxBackoff time.Duration
-	// ReplayTimeout bounds a watch-list replay: the initial-events-end
-	// bookmark must arrive within it. After a timeout the stream replays
-	// with LIST+WATCH for an hour, then tries a watch-list again.
-	// Defaults to 2m.
+	// ReplayTimeout bounds a watch-list replay until its initial-events-end
+	// bookmark; after a timeout the stream replays with LIST+WATCH for an
+	// hour. Defaults to 2m.
 	ReplayTimeout time.Duration
 	// WatchTimeout, when positive, makes every watch ask the server to end
-	// it after a random duration in [WatchTimeout, 2×WatchTimeout)
-	// (timeoutSeconds), as client-go's reflector does with 5 minutes; a
-	// watch-list asks for at least ReplayTimeout. The stream itself ends a
-	// session a minute past what it asked for. [NewStream] refuses a
-	// WatchTimeout shorter than twice Policy.ShortSession. Defaults to 0:
-	// the server's own timeout applies, and the stream ends a session that
-	// outlives 2 hours.
+	// it after a random duration in [WatchTimeout, 2×WatchTimeout), at least
+	// ReplayTimeout for a watch-list; the stream itself ends a session a
+	// minute past that. [NewStream] refuses one shorter than twice
+	// Policy.ShortSession. Defaults to 0: the server's own timeout applies,
+	// and the stream ends a session that outlives 2 hours.
 	WatchTimeout time.Duration
 	// CursorCheck is how long sessions resumed from a cursor may deliver
-	// nothing, counted across sessions since the server last confirmed the
-	// cursor, before the stream asks the server whether it has reached the
-	// cursor; a server behind it makes the stream replay (see "A server
-	// behind the cursor" in the package doc). No check follows a
-	// watch-list replay, nor a LIST replay unless the stream is in doubt.
-	// A negative value turns the check off. Defaults to 10s.
+	// nothing before the stream checks that the server has reached the
+	// cursor (see "A server behind the cursor" in the package doc); none
+	// follows a watch-list replay, nor a LIST replay unless the stream is
+	// in doubt. A negative value turns the check off. Defaults to 10s.
 	CursorCheck time.Duration
 	// ListPageSize is the page size of a LIST+WATCH replay; every page is
 	// a round trip. Defaults to 500, as client-go's pager.
 	ListPageSize int64
-	// DisableWatchList makes every replay a paginated LIST then a WATCH.
-	// By default a replay is a watch-list (sendInitialEvents), falling back
-	// to LIST+WATCH when the server refuses it or the ListerWatcher reports
-	// IsWatchListSemanticsUnSupported.
+	// DisableWatchList makes every replay a paginated LIST then a WATCH. By
+	// default a replay is a watch-list (sendInitialEvents) unless the server
+	// refuses it or the ListerWatcher reports IsWatchListSemanticsUnSupported.
 	DisableWatchList bool
 	// ReplaySpread delays a replay that would start at once by a random
-	// wait in [ReplaySpread/2, 3·ReplaySpread/2) (see "What a replay costs
-	// the control plane" in the package doc). Defaults to 1s; negative:
+	// wait in [ReplaySpread/2, 3·ReplaySpread/2). Defaults to 1s; negative:
 	// none.
 	ReplaySpread time.Duration
-	// ConsistentReplays makes every replay ask for the latest state
-	// (resourceVersion ""). By default the first replay after a 410 asks
-	// for a state not older than the expired cursor (see "What a replay
-	// costs the control plane" in the package doc).
+	// ConsistentReplays makes every replay ask for the latest state, not for
+	// one not older than an expired cursor (see "What a replay costs the
+	// control plane" in the package doc).
 	ConsistentReplays bool
-	// Clock is the clock for backoff, deadlines and durations.
-	// Defaults to the real clock.
+	// Clock times backoffs, deadlines and sessions; defaults to the real clock.
 	Clock clock.Clock
 }
 
@@ -230,8 +213,7 @@ type Stream struct {
 	// rand draws the jitter of watch timeouts and backoffs, in [0, 1).
 	rand    func() float64
 	replays *rate.Limiter
-	// initialSync is true until the first replay of a stream that started
-	// without a cursor: only that one is published as InitialSync.
+	// initialSync is true until the first replay of a cursorless start.
 	initialSync bool
 	// watchListOff is true when every replay is a LIST+WATCH.
 	watchListOff bool
@@ -256,12 +238,11 @@ type Stream struct {
 // functions); it must not ignore the options it is given. Over client-go's
 // fake clientset, wrap your cache.ListWatch with
 // cache.ToListWatcherWithWatchListSemantics(lw, client) as informers do,
-// so the stream lists rather than ask the fake for a watch-list; events
-// of objects the fake stores without a resourceVersion are delivered and
-// move no cursor. It returns an error wrapping ErrNilListerWatcher,
-// ErrNilHandler or ErrNoResource when those are missing, and
-// ErrInvalidOptions when [Policy.Validate] refuses the Policy or
-// WatchTimeout is shorter than twice the Policy's ShortSession.
+// so the stream lists; objects the fake stores without a resourceVersion
+// are delivered and move no cursor. It returns an error wrapping
+// ErrNilListerWatcher, ErrNilHandler or ErrNoResource when those are
+// missing, and ErrInvalidOptions when the options are refused (see
+// [StreamOptions.WatchTimeout] and [Policy.Validate]).
 func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, error) {
 	if lw == nil {
 		return nil, fmt.Errorf("NewStream: %w", ErrNilListerWatcher)
@@ -366,10 +347,9 @@ func (s *Stream) Run(ctx context.Context) error {
 	return nil
 }
 
-// wait sleeps as the verdict says ([backoffWait]), and before a replay as
-// long as the replay limit says, and reports whether ctx is still live.
-// The lead before an escalation covers a resume answered 410: a replay's
-// spread, the replay, ShortSession.
+// wait sleeps as the verdict and the replay limit say, and reports
+// whether ctx is still live. The lead before an escalation covers a resume
+// answered 410: a replay's spread, the replay, ShortSession.
 func (s *Stream) wait(ctx context.Context, v Verdict) bool {
 	lead := 3*s.opts.Policy.ShortSession + 2*max(s.opts.ReplaySpread, 0)
 	d := backoffWait(v, &s.backoff, lead, s.rand)

@@ -15,19 +15,13 @@ var ErrNotSynced = errors.New("watchgrade/watch: not synced")
 
 // SyncCheck is an [Observer] that answers a readiness probe: it fails
 // while a stream or informer that has reported has never been Streaming,
-// and passes once each has been, for good. Pass it among a process's
-// observers ([Observers]) and serve [SyncCheck.Check] as the probe:
-// controller-runtime's mgr.AddReadyzCheck takes it as a healthz.Checker,
-// and a plain net/http server can call it from a handler.
-//
-// It is meant for the readiness probe, not the liveness probe. A pod that
-// is not ready is taken out of its Services' endpoints, webhooks
-// included: right before its caches have synced, wrong afterwards, when
-// that fixes nothing. So a stream Blocked later does not fail the check.
-// A failing liveness probe restarts the container, which never fixes
-// RBAC, a missing CRD or an apiserver outage.
-//
-// The zero value is ready to use; it is safe for concurrent use.
+// and passes once each has been, for good: a stream Blocked later does not
+// fail it, since taking the pod out of its Services (webhooks included)
+// would fix nothing. Pass it among a process's observers and serve
+// [SyncCheck.Check] as the probe (controller-runtime's mgr.AddReadyzCheck
+// takes it). Do not use it for liveness: a restart never fixes RBAC, a
+// missing CRD or an apiserver outage. The zero value is ready to use; it
+// is safe for concurrent use.
 type SyncCheck struct {
 	mu sync.Mutex
 	// waiting holds the streams that have reported but never streamed;
@@ -54,9 +48,8 @@ func (c *SyncCheck) StateChanged(s State) {
 	}
 }
 
-// Forget drops a stream that has stopped for good, so that it no longer
-// holds the check back. A stream of that name that reports later counts
-// afresh.
+// Forget drops a stream that has stopped for good; a stream of that name
+// that reports later counts afresh.
 func (c *SyncCheck) Forget(stream string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -68,8 +61,7 @@ func (c *SyncCheck) Forget(stream string) {
 func (c *SyncCheck) SessionEnded(SessionEnd) {}
 
 // Check returns nil once every stream that has reported has been
-// Streaming once, and otherwise an error wrapping [ErrNotSynced] that
-// names them (at most five). The request is not read.
+// Streaming, else an error wrapping [ErrNotSynced] naming at most five.
 func (c *SyncCheck) Check(*http.Request) error {
 	c.mu.Lock()
 	waiting := make([]string, 0, len(c.waiting))

@@ -11,10 +11,8 @@ import (
 // stopper is a timer that can be stopped.
 type stopper interface{ Stop() bool }
 
-// afterFunc calls f in its own goroutine after d on c: with c's AfterFunc
-// where it has one (a fake clock's calls it holding its lock, so f is
-// started from it), else with a goroutine waiting on a timer until it
-// fires or is stopped.
+// afterFunc calls f in its own goroutine after d on c (a fake clock's
+// AfterFunc holds its lock while it calls).
 func afterFunc(c clock.Clock, d time.Duration, f func()) stopper {
 	if rc, ok := c.(clock.RealClock); ok {
 		return rc.AfterFunc(d, f)
@@ -34,9 +32,8 @@ func afterFunc(c clock.Clock, d time.Duration, f func()) stopper {
 	return &goroutineTimer{t: t, stop: stop}
 }
 
-// flagTimer is a timer whose firing is read with one atomic load, for a
-// session that polls it at every event until it goes live; c is closed
-// when it fires, for a select.
+// flagTimer is a timer whose firing is read with one atomic load; c is
+// closed when it fires.
 type flagTimer struct {
 	fired atomic.Bool
 	c     chan struct{}

@@ -6,12 +6,10 @@ import (
 	"github.com/watchgrade/watchgrade/internal/backoff"
 )
 
-// backoffWait is how long a stream, or an instrumented informer retrying a
-// refused open, waits after a failure graded v, drawing from b and rand.
-// lead is the time it leaves itself to go live before the verdict's next
-// escalation: a wait that would end later than lead before it is drawn
-// again from the lead before that (the server's Retry-After kept; see
-// Backoff in the package doc).
+// backoffWait is how long to wait after a failure graded v. A wait that
+// would end later than lead before the next escalation is drawn again
+// from the lead before that, Retry-After kept (see Backoff in the package
+// doc).
 func backoffWait(v Verdict, b *backoff.Backoff, lead time.Duration, rand func() float64) time.Duration {
 	switch v.Wait {
 	case WaitSlow:
