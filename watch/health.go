@@ -73,10 +73,7 @@ func newHealth(name string, resource schema.GroupResource, p Policy, informer bo
 	return h
 }
 
-var (
-	startingState  = State{Phase: PhaseStarting, Reason: ReasonStarting, Message: "the stream has not opened a session yet"}
-	streamingState = State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the stream is delivering live events"}
-)
+var startingState = State{Phase: PhaseStarting, Reason: ReasonStarting, Message: "the stream has not opened a session yet"}
 
 // step records f and returns the states to publish, and a factEnd's verdict.
 func (h *health) step(f fact) (v Verdict, out []State) {
