@@ -71,6 +71,16 @@ func TestPublishedWhen(t *testing.T) {
 	start, live := fact{kind: factStart}, fact{kind: factLive}
 	closedLive := ended(Ending{Stage: StageStream, Cause: CauseClosed, Live: true})
 	refused := ended(Ending{Stage: StageOpen, Cause: CauseError, Err: watchtest.ConnectionRefused()})
+	// Rows a stream and an informer play alike.
+	started := func(f *fold) []State { _, out := f.do(start); return out }
+	goneLive := func(f *fold) []State { f.do(start); _, out := f.do(live); return out }
+	liveAgain := func(f *fold) []State {
+		f.do(start)
+		f.do(live)
+		f.after(45 * m).do(closedLive)
+		_, out := f.do(live)
+		return out
+	}
 
 	type outcome struct {
 		states  []State
@@ -92,8 +102,8 @@ func TestPublishedWhen(t *testing.T) {
 			},
 			wantStream: outcome{[]State{starting}, []Escalation{{30 * s, blocked(ReasonNoLiveSession, false)}, {5 * m, pde}}}},
 		{fact: "start", soFar: "replaying",
-			stream:       func(f *fold) []State { _, out := f.do(start); return out },
-			informer:     func(f *fold) []State { _, out := f.do(start); return out },
+			stream:       started,
+			informer:     started,
 			wantStream:   outcome{[]State{starting}, []Escalation{{5 * m, pde}}},
 			wantInformer: outcome{nil, []Escalation{{5 * m, pde}}}},
 		{fact: "replay began", soFar: "Starting, never had a cursor",
@@ -127,26 +137,11 @@ func TestPublishedWhen(t *testing.T) {
 			wantStream:   outcome{nil, []Escalation{{30 * s, blocked(ReasonNoLiveSession, false)}, {5 * m, pde}}},
 			wantInformer: outcome{}},
 		{fact: "live", soFar: "not Streaming",
-			stream:       func(f *fold) []State { f.do(start); _, out := f.do(live); return out },
-			informer:     func(f *fold) []State { f.do(start); _, out := f.do(live); return out },
+			stream:       goneLive,
+			informer:     goneLive,
 			wantStream:   outcome{[]State{streaming}, nil},
 			wantInformer: outcome{[]State{streaming}, nil}},
-		{fact: "live", soFar: "Streaming",
-			stream: func(f *fold) []State {
-				f.do(start)
-				f.do(live)
-				f.after(45 * m).do(closedLive)
-				_, out := f.do(live)
-				return out
-			},
-			informer: func(f *fold) []State {
-				f.do(start)
-				f.do(live)
-				f.after(45 * m).do(closedLive)
-				_, out := f.do(live)
-				return out
-			},
-		},
+		{fact: "live", soFar: "Streaming", stream: liveAgain, informer: liveAgain},
 		{fact: "ended", soFar: "teardown",
 			stream: func(f *fold) []State {
 				f.do(start)

@@ -237,11 +237,15 @@ func newPublisher(c clock.Clock, o Observer, h health) *publisher {
 }
 
 // record steps the fold with f and returns a factEnd's verdict; done
-// replaces the channel that stops the timer (nil: never).
+// replaces the channel that stops the timer (nil: never). Only a start
+// undoes a stop.
 func (p *publisher) record(f fact, done <-chan struct{}) Verdict {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.done, p.stopped = done, false
+	p.done = done
+	if f.kind == factStart {
+		p.stopped = false
+	}
 	return p.stepLocked(f)
 }
 
