@@ -16,12 +16,13 @@ import (
 // a client; both stop when tb's cleanups run. Unlike the apiserver's own
 // test helper it needs no *testing.T, so a main program can use it. A port
 // taken between the pick and the bind (another process starting an etcd
-// at the same moment) is retried once with new ports.
+// at the same moment: make test runs several test processes side by side)
+// is retried with new ports, up to etcdAttempts in all.
 func startEtcd(tb TB, quiet bool) *clientv3.Client {
 	tb.Helper()
 	var e *embed.Etcd
 	var err error
-	for attempt := 0; attempt < 2; attempt++ {
+	for range etcdAttempts {
 		if e, err = tryStartEtcd(tb, quiet); err == nil {
 			break
 		}
@@ -47,6 +48,8 @@ func startEtcd(tb TB, quiet bool) *clientv3.Client {
 	tb.Cleanup(func() { _ = client.Close() })
 	return client
 }
+
+const etcdAttempts = 5
 
 func tryStartEtcd(tb TB, quiet bool) (*embed.Etcd, error) {
 	ports, err := freePorts(2)
