@@ -13,7 +13,7 @@ SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
 .PHONY: test suite check check-format vet api api-snapshot release unit examples-unit judge judge-race pipeline fuzz fuzz-pipeline \
-	build-scenarios e2e examples examples-e2e kubebuilder scenarios monitoring monitoring-capture bench stress
+	build bin-e2e bin-examples-e2e bin-demo e2e examples examples-e2e kubebuilder scenarios monitoring monitoring-capture bench stress
 
 # make test runs every check, side by side where the work is waiting
 # rather than computing, each target's output printed whole when it ends
@@ -240,18 +240,22 @@ DEMO_SUITE        := demo;examples/demo;$(CURDIR)/bin/demo.test;.;;$(CURDIR)/dem
 KUBEBUILDER_SUITE := kubebuilder;examples/e2e;$(CURDIR)/bin/examples-e2e.test;^TestKubebuilder$$;;$(CURDIR)/kubebuilder.log;$(POOL_FILTER)
 POOL = POOL_FIRST='$(POOL_FIRST)' .ci/pool $(SCENARIO_JOBS) $(POOL_DIR)
 
-build: build-scenarios
+# build compiles the three test binaries; each suite's target the ones it runs.
+build: bin-e2e bin-examples-e2e bin-demo
 
-build-scenarios:
+bin-e2e:
 	cd internal/e2e && $(GO) test -c -o $(CURDIR)/bin/e2e.test ./scenarios/
+
+bin-examples-e2e:
 	cd examples && $(GO) test -c -o $(CURDIR)/bin/examples-e2e.test ./e2e/
+
+bin-demo:
 	cd examples && $(GO) test -c -o $(CURDIR)/bin/demo.test ./demo/
 
-scenarios: build-scenarios
+scenarios: build
 	@$(POOL) '$(E2E_SUITE)' '$(EXAMPLES_SUITE)' '$(DEMO_SUITE)' '$(KUBEBUILDER_SUITE)'
 
-e2e:
-	cd internal/e2e && $(GO) test -c -o $(CURDIR)/bin/e2e.test ./scenarios/
+e2e: bin-e2e
 	@$(POOL) '$(E2E_SUITE)'
 
 # The examples (nested module examples/, and examples/wgctrl): their unit
@@ -262,8 +266,7 @@ examples-unit:
 	cd examples && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e$$ -e /demo$$)
 	cd examples/wgctrl && $(GO) test -race -count=1 ./...
 
-examples-e2e:
-	cd examples && $(GO) test -c -o $(CURDIR)/bin/examples-e2e.test ./e2e/ && $(GO) test -c -o $(CURDIR)/bin/demo.test ./demo/
+examples-e2e: bin-examples-e2e bin-demo
 	@$(POOL) '$(EXAMPLES_SUITE)' '$(DEMO_SUITE)'
 
 # A kubebuilder project we did not write (examples/e2e, TestKubebuilder):
@@ -274,12 +277,11 @@ examples-e2e:
 # quiet restart, the ConfigMaps denied at startup (a restart while the
 # Guestbook is Stalled, which must write nothing, then held past
 # controller-runtime's two-minute CacheSyncTimeout) and while running, each
-# repaired. It prints one "e2e: kubebuilder ..." line per denial. About 6
-# to 8 minutes warm (4 of them the story itself); the first run also
+# repaired. It prints one "e2e: kubebuilder ..." line per denial. About 5
+# minutes warm (4 of them the story itself); the first run also
 # installs kubebuilder and controller-gen and builds the scaffold's
 # dependencies: about 2 to 3 minutes more. Log in kubebuilder.log.
-kubebuilder:
-	cd examples && $(GO) test -c -o $(CURDIR)/bin/examples-e2e.test ./e2e/
+kubebuilder: bin-examples-e2e
 	@$(POOL) '$(KUBEBUILDER_SUITE)'
 
 # The operations kit (examples/monitoring), each file checked by the tool

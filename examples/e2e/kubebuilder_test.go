@@ -34,6 +34,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/watchgrade/watchgrade/examples/kubebuilder"
 	"github.com/watchgrade/watchgrade/internal/e2e/harness"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
@@ -623,30 +627,32 @@ func (m *manager) busy(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		return "", err
 	}
-	depth, workers := "", ""
-	for _, line := range strings.Split(string(body), "\n") {
-		name, value, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(name, "workqueue_depth{") && strings.Contains(name, `name="guestbook"`):
-			depth = value
-		case strings.HasPrefix(name, "controller_runtime_active_workers{") && strings.Contains(name, `controller="guestbook"`):
-			workers = value
-		}
-	}
-	if depth == "" || workers == "" {
+	depth, okDepth := gauge(families["workqueue_depth"], "name", "guestbook")
+	workers, okWorkers := gauge(families["controller_runtime_active_workers"], "controller", "guestbook")
+	if !okDepth || !okWorkers {
 		return "", fmt.Errorf("no workqueue_depth or controller_runtime_active_workers for the guestbook controller in /metrics")
 	}
-	if depth == "0" && workers == "0" {
+	if depth == 0 && workers == 0 {
 		return "", nil
 	}
-	return "depth=" + depth + " workers=" + workers, nil
+	return fmt.Sprintf("depth=%g workers=%g", depth, workers), nil
+}
+
+// gauge returns the value of the gauge in family whose label is value.
+func gauge(family *dto.MetricFamily, label, value string) (float64, bool) {
+	for _, metric := range family.GetMetric() {
+		for _, l := range metric.GetLabel() {
+			if l.GetName() == label && l.GetValue() == value {
+				return metric.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
 }
 
 // stop sends SIGTERM and waits for the manager to exit.

@@ -249,35 +249,15 @@ func stalledTarget(s sandbox.Target) bool {
 	return s.Status(wgreadiness.ConditionStalled) == metav1.ConditionTrue
 }
 
-// eventsSettled returns once no new Event occurrence has been seen for
-// 2 s (or ctx ends). A controller's recorder posts Events on its own
-// goroutine: a stop while one is on its way cuts the POST short, which
-// client-go's event sink logs at level error ("Unable to write event"),
-// an error that no routine event caused (seen once with the suite's
-// processes side by side).
-func (s *scene) eventsSettled(ctx context.Context) {
-	last, since := -1, time.Now()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if n := len(s.events.Occurrences()); n != last {
-			last, since = n, time.Now()
-		}
-		if time.Since(since) >= 2*time.Second {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 // restart stops the controller, calls between while it is down (if not
 // nil), and starts a new one; it returns when the new one was started.
 func (s *scene) restart(t *testing.T, between func()) time.Time {
-	s.eventsSettled(t.Context())
+	// A controller's recorder posts Events on its own goroutine: a stop
+	// while one is on its way cuts the POST short, which client-go's event
+	// sink logs at level error ("Unable to write event"), an error that no
+	// routine event caused (seen with the suite's processes side by side).
+	// Stop once no new Event has been seen for 2 s.
+	s.events.Quiet(t.Context(), 2*time.Second)
 	s.stop()
 	if between != nil {
 		between()

@@ -118,6 +118,23 @@ func (c *changes) await(ctx context.Context, timeout time.Duration, ok func() bo
 	}
 }
 
+// Quiet returns once nothing has changed for d, or ctx has ended: for
+// absence measured over a window (a recorder's Events all arrived).
+func (c *changes) Quiet(ctx context.Context, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case <-c.wait():
+			timer.Reset(d)
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 func (c *changes) notify() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
