@@ -418,10 +418,13 @@ func (a *Accumulator) gatesLocked(key types.NamespacedName, now time.Time) []Gat
 	return sortGates(gates)
 }
 
-// startingState reports whether s is a stream that has not been
-// established yet: Starting, or on its first replay.
+// startingState reports whether s, the state of a stream not established
+// since the accumulator heard of it, is that of a stream still starting:
+// Starting, or on its first replay whatever the replay's reason (a stream
+// resumed from a persisted cursor that expired while the controller was
+// down replays with ExpiredResourceVersion, not InitialSync).
 func startingState(s watch.State) bool {
-	return s.Phase == watch.PhaseStarting || (s.Phase == watch.PhaseReplaying && s.Reason == watch.ReasonInitialSync)
+	return s.Phase == watch.PhaseStarting || s.Phase == watch.PhaseReplaying
 }
 
 // markLocked has the delivery goroutine evaluate stream's owners again.

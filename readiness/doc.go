@@ -120,7 +120,8 @@
 //	-----------------  --------------------------------------------  ------------
 //	Ready=True         every gate that is not established is a       StartGrace
 //	                   stream still starting (Starting, or its
-//	                   first replay), and there is one
+//	                   first replay, whatever its reason), and
+//	                   there is one
 //	Stalled=True       a stream the Stalled message names has shown  NotReadyHold
 //	                   neither health nor a stall yet, and every
 //	                   stalled gate is one it names
@@ -128,6 +129,11 @@
 //	                   message names is not established, no gate is
 //	                   stalled, and every other gate that is not
 //	                   established is one the message names
+//
+// A stream's first replay is still starting whatever its reason: one
+// resumed from a persisted cursor ([watch.StreamOptions.Cursor]) that
+// expired while the controller was down replays as ExpiredResourceVersion,
+// and that is the restart, not news.
 //
 // "Still starting" and "shown neither" are counted from when the
 // accumulator first heard of the stream (first [Accumulator.Track] or

@@ -133,7 +133,7 @@ func ExampleAccumulator_restartStalled() {
 		panic(err)
 	}
 	key := types.NamespacedName{Namespace: "team-a", Name: "target"}
-	denied := "core/secrets: list failed: secrets is forbidden"
+	denied := "core/secrets: requests to the API server fail: secrets is forbidden"
 	conds := []metav1.Condition{ // what the previous process wrote
 		{Type: wgreadiness.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: 1, Reason: "Forbidden", Message: denied},
 		{Type: wgreadiness.ConditionStalled, Status: metav1.ConditionTrue, ObservedGeneration: 1, Reason: "Forbidden", Message: denied},
@@ -143,7 +143,7 @@ func ExampleAccumulator_restartStalled() {
 	for _, s := range []wgwatch.State{
 		{Stream: "core/secrets", Phase: wgwatch.PhaseStarting, Reason: wgwatch.ReasonStarting},
 		{Stream: "core/secrets", Phase: wgwatch.PhaseBlocked, Reason: wgwatch.ReasonForbidden, NeedsHuman: true,
-			Message: "list failed: secrets is forbidden"},
+			Message: "requests to the API server fail: secrets is forbidden"},
 		{Stream: "core/secrets", Phase: wgwatch.PhaseStreaming, Reason: wgwatch.ReasonWatching},
 	} {
 		acc.StateChanged(s)

@@ -36,7 +36,9 @@ func persistedOver(t *testing.T, conds []metav1.Condition, states []wgwatch.Stat
 	return persistedWith(t, wgreadiness.AccumulatorOptions{}, conds, states, gates...)
 }
 
-// persistedWith is persistedOver, with the given options.
+// persistedWith is persistedOver, with the given options. Each stream was
+// established in that process before it came to its state: a replay there
+// is not a first one.
 func persistedWith(t *testing.T, opts wgreadiness.AccumulatorOptions, conds []metav1.Condition, states []wgwatch.State, gates ...wgreadiness.Gate) []metav1.Condition {
 	t.Helper()
 	a := newAccumulator(t, opts)
@@ -46,6 +48,7 @@ func persistedWith(t *testing.T, opts wgreadiness.AccumulatorOptions, conds []me
 	}
 	a.Track(ownerA, names...)
 	for _, s := range states {
+		a.StateChanged(watching(s.Stream))
 		a.StateChanged(s)
 	}
 	for _, g := range gates {
@@ -167,6 +170,20 @@ func TestRestartHoldsWhatWasPersisted(t *testing.T) {
 		steps: []step{st(syncing("secrets")), st(watching("configmaps")),
 			later(40*time.Second, watching("secrets"))},
 		wantWrites: 1, wantReady: metav1.ConditionTrue, wantReason: wgreadiness.ReasonEstablished,
+	}, {
+		name:    "reconciling on a replay, resumed from a persisted cursor that expired meanwhile: held",
+		before:  persisted(t, []wgwatch.State{watching("configmaps"), expired("secrets")}),
+		streams: []string{"configmaps", "secrets"},
+		steps: []step{st(expired("secrets")), st(watching("configmaps")),
+			later(40*time.Second, watching("secrets"))},
+		wantWrites: 1, wantReady: metav1.ConditionTrue, wantReason: wgreadiness.ReasonEstablished,
+	}, {
+		name:       "reconciling on the caller's gate, a stream resumed from an expired cursor: held",
+		before:     persisted(t, []wgwatch.State{watching("configmaps")}, waitingForDB),
+		streams:    []string{"configmaps"},
+		gates:      []wgreadiness.Gate{waitingForDB},
+		steps:      []step{st(expired("configmaps")), st(watching("configmaps"))},
+		wantWrites: 0, wantReady: metav1.ConditionFalse, wantReason: "WaitingForDatabase",
 	}, {
 		name:       "reconciling on a transient failure that persists: the same cause again",
 		before:     persisted(t, []wgwatch.State{refused("secrets")}),
@@ -374,7 +391,7 @@ func TestRollupRestartRows(t *testing.T) {
 	// A gate's own message cut short ("…", an error text at its bound)
 	// leaves no gate out; a message cut to the roll-up's limit may.
 	cutShort := forbidden("secrets")
-	cutShort.Message = "list failed: secrets is forbidden: User cannot list resource…"
+	cutShort.Message = "requests to the API server fail: secrets is forbidden: User cannot list/watch resource…"
 	stalledCutShort := persisted(t, []wgwatch.State{cutShort, watching("configmaps")})
 	cutToLimit := forbidden("secrets")
 	cutToLimit.Message = strings.Repeat("x", 2*wgreadiness.DefaultMessageLimit)

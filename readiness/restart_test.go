@@ -28,7 +28,9 @@ func persistedReady() []metav1.Condition {
 
 // A controller restart, wired as the README says: a new accumulator, the
 // owner tracked again, its three streams starting over and established one
-// after another, the owner reconciled after each change. The persisted
+// after another, the owner reconciled after each change; the last resumes
+// from a persisted cursor that expired while the controller was down, so
+// its first replay is ExpiredResourceVersion, not InitialSync. The persisted
 // conditions stand byte for byte: no status write, so no Event, and
 // kstatus and kubectl wait never see the owner InProgress.
 func TestRestartWritesNothing(t *testing.T) {
@@ -54,7 +56,11 @@ func TestRestartWritesNothing(t *testing.T) {
 		reconcile("every stream Starting")
 		for i, s := range streams {
 			time.Sleep(2 * time.Second)
-			a.StateChanged(streamState(s, wgwatch.PhaseReplaying, wgwatch.ReasonInitialSync, false))
+			replay := wgwatch.ReasonInitialSync
+			if s == "widgets" {
+				replay = wgwatch.ReasonExpiredResourceVersion
+			}
+			a.StateChanged(streamState(s, wgwatch.PhaseReplaying, replay, false))
 			reconcile(fmt.Sprintf("%s syncing", s))
 			a.StateChanged(streamState(s, wgwatch.PhaseStreaming, wgwatch.ReasonWatching, false))
 			synctest.Wait()

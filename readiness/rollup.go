@@ -164,8 +164,11 @@ func (o Options) withDefaults() Options {
 //	                     Starting, and there is one
 //	Stalled=True         a gate that Stalled's message names is a stream gate
 //	                     Unconfirmed, and every stalled gate is one it names
-//	Reconciling=True     a stream gate is Unconfirmed with reason Starting or
-//	                     InitialSync; no gate is stalled; every other gate that is
+//	Reconciling=True     a stream gate is Unconfirmed with a reason of a stream
+//	                     starting or replaying (Starting, InitialSync,
+//	                     ExpiredResourceVersion, ResourceVersionTooLarge: on a
+//	                     stream not yet established, its first replay); no
+//	                     gate is stalled; every other gate that is
 //	                     not established is one Reconciling's message names; and
 //	                     a gate the message names is not established
 //
@@ -367,9 +370,17 @@ func holdsStreams(streams []Gate, c metav1.Condition, limit int) bool {
 }
 
 // startingReason reports whether a stream gate's reason is that of a stream
-// still starting: Starting, or its first replay (InitialSync).
+// on its way in: Starting, or a replay's (InitialSync, or the reasons of a
+// cursor that expired or is ahead of the server). On an Unconfirmed gate,
+// one not established since the accumulator heard of it, a replay is its
+// first, whatever its reason: a stream resumed from a persisted cursor
+// that expired while the controller was down is still starting.
 func startingReason(reason string) bool {
-	return reason == string(watch.ReasonStarting) || reason == string(watch.ReasonInitialSync)
+	switch watch.Reason(reason) {
+	case watch.ReasonStarting, watch.ReasonInitialSync, watch.ReasonExpiredResourceVersion, watch.ReasonResourceVersionTooLarge:
+		return true
+	}
+	return false
 }
 
 // namedIn reports whether a message that [Rollup] wrote, within limit

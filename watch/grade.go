@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Stage is the part of a session in which it ended.
@@ -453,14 +455,15 @@ func classOf(e Ending) (Class, Reason) {
 	return class, reason
 }
 
-// describe says in one bounded sentence what ended the session.
+// describe says in one bounded sentence what ended the session: what is
+// wrong, never which request or stage of the session met it, so that the
+// same cause reads the same before and after a restart (a stream resumed
+// from a cursor meets a denial when its watch opens, one started afresh
+// when it lists), and a condition that quotes it is not rewritten.
 func describe(e Ending) string {
 	var what string
 	switch e.Cause {
 	case CauseClosed:
-		if e.Stage == StageReplay {
-			return "replays keep closing before they are complete"
-		}
 		return "watch sessions keep closing before they go live"
 	case CauseReplayDeadline:
 		return "the replay did not reach its initial-events-end bookmark in time"
@@ -469,16 +472,7 @@ func describe(e Ending) string {
 	case CauseBadEvent:
 		what = "the server sent an unusable event"
 	default:
-		switch e.Stage {
-		case StageList:
-			what = "list failed"
-		case StageReplay:
-			what = "replay failed"
-		case StageOpen:
-			what = "watch failed to open"
-		default:
-			what = "watch failed"
-		}
+		what = "requests to the API server fail"
 	}
 	if e.Err == nil {
 		return what
@@ -486,9 +480,18 @@ func describe(e Ending) string {
 	return what + ": " + truncate(errorText(e.Err), maxErrText)
 }
 
+// deniedVerb rewrites the verb of a denial's message, which names the
+// request that met it (kube-apiserver: "User %q cannot list resource %q
+// ..."; "watch" for a watch), as the pair a stream needs.
+var deniedVerb = strings.NewReplacer(" cannot list resource ", " cannot list/watch resource ", " cannot watch resource ", " cannot list/watch resource ")
+
 // errorText is err's text with any request URL cut to its path, so that
-// the resourceVersion in a *url.Error's URL does not vary the message.
+// the resourceVersion in a *url.Error's URL does not vary the message, and
+// a denial's verb the same for a list and a watch.
 func errorText(err error) string {
+	if apierrors.IsForbidden(err) {
+		return deniedVerb.Replace(err.Error())
+	}
 	var ue *url.Error
 	if !errors.As(err, &ue) || ue.Err == nil {
 		return err.Error()

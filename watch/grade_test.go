@@ -324,3 +324,54 @@ func TestGradeMessageDropsRequestQuery(t *testing.T) {
 		t.Errorf("Grade(url.Error).State.Message = %q, want the path without the query", v.State.Message)
 	}
 }
+
+// A State's message says what is wrong, not which request met it: the
+// same denial, met by a resume's watch before a controller restart and by
+// a fresh start's list after it, reads the same, so a condition quoting
+// it is not rewritten by the restart. So do short closes of a replay and
+// of a resume, and a transient failure of each stage.
+func TestGradeMessageIsTheSameAtEveryStage(t *testing.T) {
+	denied := func(verb string) error {
+		return apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "",
+			fmt.Errorf("User %q cannot %s resource %q in API group %q in the namespace %q", "system:serviceaccount:shop:ctl", verb, "secrets", "", "shop"))
+	}
+	refused := &url.Error{Op: "Get", URL: "https://10.0.0.1:6443/api/v1/namespaces/shop/secrets", Err: watchtest.ConnectionRefused()}
+	tests := []struct {
+		name string
+		errs map[Stage]error // by the stage that met it
+		want string
+	}{
+		{"a denial", map[Stage]error{StageList: denied("list"), StageReplay: denied("watch"), StageOpen: denied("watch"), StageStream: denied("watch")},
+			`requests to the API server fail: secrets is forbidden: User "system:serviceaccount:shop:ctl" cannot list/watch resource "secrets" in API group "" in the namespace "shop"`},
+		{"a refused connection", map[Stage]error{StageList: refused, StageReplay: refused, StageOpen: refused, StageStream: refused},
+			"requests to the API server fail: Get https://10.0.0.1:6443/api/v1/namespaces/shop/secrets: " + watchtest.ConnectionRefused().Error()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for stage, err := range tt.errs {
+				e := Ending{Stage: stage, Cause: CauseError, Err: err, Failures: 3, Trouble: 2 * time.Minute, NeedsHumanFor: 2 * time.Minute}
+				if got := Grade(e, Policy{}).State.Message; got != tt.want {
+					t.Errorf("Grade(an error at stage %s).State.Message =\n  %q\nwant\n  %q", stage, got, tt.want)
+				}
+			}
+		})
+	}
+	closes := map[Stage]string{}
+	for _, stage := range []Stage{StageReplay, StageStream} {
+		for _, trouble := range []time.Duration{time.Minute, time.Hour} {
+			e := Ending{Stage: stage, Cause: CauseClosed, ShortCloses: 1, Replays: 1, Failures: 9, Trouble: trouble}
+			v := Grade(e, Policy{})
+			msg := v.State.Message
+			for _, esc := range v.Escalations {
+				msg += " | " + esc.State.Message
+			}
+			if prev, ok := closes[stage]; ok && trouble == time.Hour {
+				msg = prev + " || " + msg
+			}
+			closes[stage] = msg
+		}
+	}
+	if closes[StageReplay] != closes[StageStream] {
+		t.Errorf("short closes read differently by stage:\n  replay: %q\n  stream: %q", closes[StageReplay], closes[StageStream])
+	}
+}

@@ -100,7 +100,11 @@ type State struct {
 	Phase Phase
 	// Reason says why, in CamelCase.
 	Reason Reason
-	// Message is a human-readable sentence; it may quote the server's error.
+	// Message is a human-readable sentence; it may quote the server's
+	// error. It says what is wrong, not which request or stage of a
+	// session met it (a denial's verb reads "list/watch"), so the same
+	// cause reads the same before and after a controller restart, and a
+	// condition quoting it is not rewritten.
 	Message string
 	// NeedsHuman is true for PhaseBlocked when the stream will not heal by
 	// itself ([ClassNeedsHuman], or past the progress deadline).

@@ -557,7 +557,7 @@ func TestStreamNeedsHumanOnlyPastGrace(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("states mismatch (-want +got):\n%s", diff)
 			}
-			if !strings.Contains(rec.states[2].Message, "cannot watch resource") {
+			if !strings.Contains(rec.states[2].Message, "cannot list/watch resource") {
 				t.Errorf("Blocked message = %q, want the server's reason", rec.states[2].Message)
 			}
 		})

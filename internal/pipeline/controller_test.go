@@ -62,6 +62,8 @@ type process struct {
 	events    []recorded
 
 	streams []*wgwatch.Stream // the Streams, kept when run again
+	// resumed marks the Streams started from a persisted cursor.
+	resumed []bool
 }
 
 type stampedState struct {
@@ -104,7 +106,7 @@ func newProcess(w *world, id int) *process {
 	n := len(w.servers)
 	p.states, p.views, p.ends = make([][]stampedState, n), make([][]viewMark, n), make([][]judgekit.Ended, n)
 	p.mirrors, p.infs = make([]map[string]string, n), make([]cache.SharedIndexInformer, n)
-	p.streams, p.runners = make([]*wgwatch.Stream, n), make([]*runner, n)
+	p.streams, p.runners, p.resumed = make([]*wgwatch.Stream, n), make([]*runner, n), make([]bool, n)
 	var err error
 	if p.acc, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Rollup: w.h.rollup, StartGrace: w.h.startGrace, OnChange: p.q.add}); err != nil {
 		w.t.Fatal(err)
@@ -148,6 +150,20 @@ func (p *process) stop() {
 	p.w.mu.Lock()
 	p.end = p.w.now()
 	p.w.mu.Unlock()
+}
+
+// checkpoints returns each Stream's cursor and its consumer's view, for
+// the next process to resume from; a stopped process's only.
+func (p *process) checkpoints() []checkpoint {
+	out := make([]checkpoint, len(p.streams))
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	for i, st := range p.streams {
+		if st != nil {
+			out[i] = checkpoint{cursor: st.Cursor(), view: maps.Clone(p.mirrors[i])}
+		}
+	}
+	return out
 }
 
 func (p *process) rerun(i int) {
@@ -379,16 +395,33 @@ func (p *process) startRunner(i int) *runner {
 	if p.streams[i] == nil {
 		opts := s.spec.opts
 		opts.Resource, opts.Name, opts.Observer = s.gr, s.name, p.observer(i)
+		view := map[string]string{}
+		if i < len(p.w.saved) && p.w.saved[i].cursor != "" {
+			// Resumed from what the last process persisted.
+			opts.Cursor, view = p.w.saved[i].cursor, maps.Clone(p.w.saved[i].view)
+			p.resumed[i] = true
+		}
 		st, err := wgwatch.NewStream(s.srv, wgwatch.HandlerFuncs{
-			SnapshotFunc: func(_ context.Context, snap wgwatch.Snapshot) error { return p.snapshot(i, snap) },
-			EventFunc:    func(_ context.Context, ev apiwatch.Event) error { return p.event(i, ev) },
+			SnapshotFunc: func(ctx context.Context, snap wgwatch.Snapshot) error {
+				if d := s.spec.snapshotDelay; d > 0 {
+					t := time.NewTimer(d)
+					defer t.Stop()
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-t.C:
+					}
+				}
+				return p.snapshot(i, snap)
+			},
+			EventFunc: func(_ context.Context, ev apiwatch.Event) error { return p.event(i, ev) },
 		}, opts)
 		if err != nil {
 			p.w.t.Fatal(err)
 		}
 		p.streams[i] = st
 		p.w.mu.Lock()
-		p.mirrors[i] = map[string]string{}
+		p.mirrors[i] = view
 		p.markViewLocked(i)
 		p.w.mu.Unlock()
 	}

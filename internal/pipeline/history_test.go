@@ -21,6 +21,7 @@ const (
 	humanGrace     = wgwatch.DefaultHumanGrace
 	transientGrace = wgwatch.DefaultTransientGrace
 	deadline       = wgwatch.DefaultProgressDeadline
+	replayGrace    = wgwatch.DefaultReplayGrace
 	// eps is how long the pipeline may take to reflect a change in the
 	// conditions it writes. Everything it does takes no virtual time (a
 	// reconcile is a goroutine that runs at once), so this is slack for
@@ -77,6 +78,10 @@ type streamSpec struct {
 	informer bool
 	server   watchtest.ServerOptions
 	opts     wgwatch.StreamOptions
+	// snapshotDelay is how long the consumer takes over each snapshot (a
+	// replay's objects: a large collection, a slow cache fill), 0 for
+	// none. A Stream's only.
+	snapshotDelay time.Duration
 }
 
 // history is one generated history.
@@ -96,6 +101,11 @@ type history struct {
 	// accumulator's clock: 1 truncates it to the minute (a coarser
 	// clock), 2 sets it a minute behind (another clock).
 	lagNow int
+	// persist has the controller persist each Stream's cursor and its
+	// consumer's view when it stops, and resume from them when it starts
+	// (StreamOptions.Cursor), as a controller that checkpoints does; a
+	// cursor that expired while it was down is replayed.
+	persist bool
 	// firstStart is when the controller first starts. Owners created
 	// before it (with more than a minute to spare) predate the
 	// controller: they are never witnessed.
@@ -106,6 +116,10 @@ type history struct {
 	// episodes are the quiet controller restarts over a fault.
 	episodes []episode
 }
+
+// downRestart is the step of an apiserver restart while the controller is
+// down for a quiet restart.
+const downRestart = "quiet apiserver restart while the controller is down"
 
 // fate is what becomes of an episode's fault while the controller is down.
 type fate string
@@ -125,12 +139,16 @@ type episode struct {
 	stop, start, end time.Duration
 	fate             fate
 	desc             string
+	// srv and slot are the fault's server and slot; srv is -1 for a
+	// caller's gate.
+	srv  int
+	slot slot
 }
 
 func (h history) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed=%d horizon=%v owners=%d first_start=%v streams_condition=%q empty=%q start_grace=%v lag_now=%d streams=[",
-		h.seed, h.horizon, h.owners, h.firstStart, h.rollup.StreamsCondition, h.rollup.Empty, h.startGrace, h.lagNow)
+	fmt.Fprintf(&b, "seed=%d horizon=%v owners=%d first_start=%v streams_condition=%q empty=%q start_grace=%v lag_now=%d persist=%v streams=[",
+		h.seed, h.horizon, h.owners, h.firstStart, h.rollup.StreamsCondition, h.rollup.Empty, h.startGrace, h.lagNow, h.persist)
 	for i, s := range h.streams {
 		if i > 0 {
 			b.WriteString(" ")
@@ -139,8 +157,8 @@ func (h history) String() string {
 		if s.informer {
 			kind = "informer"
 		}
-		fmt.Fprintf(&b, "%s:{Expiry:%s DisableWatchCache:%v Bookmarks:%v CacheSize:%d DisableWatchList:%v}",
-			kind, s.server.Expiry, s.server.DisableWatchCache, s.server.BookmarkInterval, s.server.WatchCacheSize, s.opts.DisableWatchList)
+		fmt.Fprintf(&b, "%s:{Expiry:%s DisableWatchCache:%v Bookmarks:%v CacheSize:%d DisableWatchList:%v SnapshotDelay:%v}",
+			kind, s.server.Expiry, s.server.DisableWatchCache, s.server.BookmarkInterval, s.server.WatchCacheSize, s.opts.DisableWatchList, s.snapshotDelay)
 	}
 	b.WriteString("]")
 	for _, s := range h.steps {
@@ -197,8 +215,14 @@ func generate(seed uint64, c *chooser) history {
 			s.server.WatchCacheWindow = c.LogDuration(time.Second, 2*time.Minute)
 		}
 		s.opts.DisableWatchList = c.Intn(4) == 0
+		if !s.informer && c.Intn(3) == 0 {
+			// Past ReplayGrace sometimes, so that a replay is published,
+			// short of the handler stall's TransientGrace.
+			s.snapshotDelay = c.LogDuration(time.Second, 25*time.Second)
+		}
 		h.streams = append(h.streams, s)
 	}
+	h.persist = c.Intn(2) == 0
 
 	group := 0
 	nextGroup := func() int { group++; return group }
@@ -361,6 +385,11 @@ func generate(seed uint64, c *chooser) history {
 				h.steps = append(h.steps,
 					step{at: at, desc: "quiet controller stop", do: func(w *world) { w.stopController() }, group: g, keep: true},
 					step{at: at + down, desc: "quiet controller start", do: func(w *world) { w.startController() }, group: g, keep: true})
+				if c.Intn(2) == 0 {
+					// An apiserver rolled meanwhile: every persisted
+					// cursor expired, which changes nothing either.
+					h.steps = append(h.steps, step{at: at + down/2, desc: downRestart, do: func(w *world) { w.apiserverRestart() }, group: g, keep: true})
+				}
 				from, to = at-quietBefore, at+down+quietAfter
 				downUntil = at + down + time.Second
 			case 1:
@@ -395,7 +424,7 @@ func restartOverFault(c *chooser, h *history, at time.Duration, g int,
 	fault func(srv int, s slot, at, d time.Duration) (on, off step, ok bool), owner func() int) (episode, []step, bool) {
 	begun := c.LogDuration(40*time.Second, quietBefore-10*time.Second)
 	down := c.LogDuration(time.Millisecond, 5*time.Second)
-	ep := episode{stop: at, start: at + down, end: at + down + quietAfter, fate: []fate{fatePersists, fateEnds, fateChanges}[c.Intn(3)]}
+	ep := episode{stop: at, start: at + down, end: at + down + quietAfter, fate: []fate{fatePersists, fateEnds, fateChanges}[c.Intn(3)], srv: -1}
 	during := at + down/2 // what becomes of the fault, while the controller is down
 	var steps []step
 	keep := func(st step) {
@@ -443,6 +472,7 @@ func restartOverFault(c *chooser, h *history, at time.Duration, g int,
 		if !ok {
 			return episode{}, nil, false
 		}
+		ep.srv, ep.slot = srv, sl
 		keep(on)
 		keep(off)
 		// The server closes its watches as the fault begins, so that the

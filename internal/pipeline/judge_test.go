@@ -58,6 +58,14 @@ type verdict struct {
 	// state they were in when the controller restarted (ready, stalled,
 	// reconciling), then across an apiserver restart.
 	quietChecked [4]int
+	// resumedChecked counts the owners checked across a quiet controller
+	// restart whose process resumed a Stream from a persisted cursor: that
+	// stayed valid, that expired meanwhile (an apiserver restart while the
+	// controller was down).
+	resumedChecked [2]int
+	// messagesCompared counts the owners Stalled across a restart over a
+	// fault that persisted whose messages were compared.
+	messagesCompared int
 	// fates counts the owners checked across a controller restart over a
 	// fault, by what became of it: persisted, ended, changed.
 	fates [3]int
@@ -87,6 +95,9 @@ func (v *verdict) sum(o verdict) {
 	v.firstReadyWrong += o.firstReadyWrong
 	v.writes += o.writes
 	v.warnings += o.warnings
+	v.resumedChecked[0] += o.resumedChecked[0]
+	v.resumedChecked[1] += o.resumedChecked[1]
+	v.messagesCompared += o.messagesCompared
 	for i := range v.quietChecked {
 		v.quietChecked[i] += o.quietChecked[i]
 	}
@@ -322,13 +333,16 @@ func (w *world) gateSegments(o int, name string, end time.Duration) []struct {
 // watch, when it was in trouble, when a human had to act.
 type streamTruth struct {
 	live, trouble, human []span
+	// consumer is how long the consumer takes over a snapshot: a stream
+	// goes live that much after its server handed the replay over.
+	consumer time.Duration
 }
 
 func (w *world) truths(end time.Duration) []streamTruth {
 	bridge := maxBackoff + shortSession
 	var out []streamTruth
 	for _, s := range w.servers {
-		var tr streamTruth
+		tr := streamTruth{consumer: s.spec.snapshotDelay}
 		// When the server had a live watch, as the watch judge holds it
 		// (judgekit.LiveSpans): every process's watches count. A Stream
 		// starts with no cursor, so it is in doubt only after a session
@@ -359,6 +373,12 @@ func (w *world) truths(end time.Duration) []streamTruth {
 		// A stream sees the server only when it asks: a healthy gap
 		// shorter than one backoff may pass unseen.
 		tr.trouble, tr.human = judgekit.Union(tr.trouble, bridge), judgekit.Union(tr.human, bridge)
+		// Trouble over, a stream sees so at its next try, up to a backoff
+		// later, and goes live once its consumer has taken in the replay
+		// that follows: no live session for that long more.
+		for k := range tr.trouble {
+			tr.trouble[k].To += maxBackoff + tr.consumer
+		}
 		out = append(out, tr)
 	}
 	return out
@@ -366,11 +386,12 @@ func (w *world) truths(end time.Duration) []streamTruth {
 
 // needsHuman reports whether NeedsHuman published at t is justified by
 // the ground truth, as the watch package promises it: a cause that needs
-// a human for HumanGrace, or no live session for ProgressDeadline.
+// a human for HumanGrace, or no live session for ProgressDeadline (the
+// server's gap, and the consumer's time over the snapshot that ended it).
 func (tr streamTruth) needsHuman(t time.Duration) bool {
 	g := judgekit.GapStart(tr.live, t)
 	return judgekit.Covered(tr.human, t-humanGrace, t-eps) ||
-		(g >= 0 && t-g >= deadline-eps) ||
+		(g >= 0 && t-g >= deadline-eps-tr.consumer) ||
 		judgekit.Covered(tr.trouble, t-deadline+eps, t-eps)
 }
 
@@ -465,8 +486,12 @@ func judgeStreams(v *verdict, w *world, lw lifeWindow) {
 				if from >= to {
 					continue
 				}
+				// Still starting: not yet established in this process,
+				// and Starting or on its first replay, whatever the
+				// replay's reason (a cursor persisted by the last process
+				// may have expired meanwhile).
 				held := !p.streamedBefore(i, seg.from) && (seg.s.Phase == "" || seg.s.Phase == wgwatch.PhaseStarting ||
-					seg.s.Phase == wgwatch.PhaseReplaying && seg.s.Reason == wgwatch.ReasonInitialSync)
+					seg.s.Phase == wgwatch.PhaseReplaying)
 				d := from + eps
 				if held {
 					d = max(d, p.start+w.h.holdBound())
@@ -635,10 +660,14 @@ func judgeQuiet(v *verdict, w *world, end time.Duration) {
 	for k, st := range w.steps {
 		switch st.desc {
 		case "quiet controller stop":
-			if k+1 >= len(w.steps) || w.steps[k+1].desc != "quiet controller start" {
+			next, expired := k+1, false
+			if next < len(w.steps) && w.steps[next].desc == downRestart {
+				next, expired = next+1, true
+			}
+			if next >= len(w.steps) || w.steps[next].desc != "quiet controller start" {
 				continue
 			}
-			r, s := st.at, w.steps[k+1].at
+			r, s := st.at, w.steps[next].at
 			var p *process
 			for _, q := range w.procs {
 				if q.start == s {
@@ -665,7 +694,15 @@ func judgeQuiet(v *verdict, w *world, end time.Duration) {
 					continue // the hold ended: writing is right
 				}
 				v.quietChecked[classReady]++
-				quietWrites(v, l, s, min(s+quietAfter, end), fmt.Sprintf("controller restart at %v (back at %v)", r, s))
+				what := fmt.Sprintf("controller restart at %v (back at %v)", r, s)
+				if resumed := slices.Contains(p.resumed, true); resumed && expired {
+					v.resumedChecked[1]++
+					what += ", resumed from persisted cursors that expired while it was down"
+				} else if resumed {
+					v.resumedChecked[0]++
+					what += ", resumed from persisted cursors"
+				}
+				quietWrites(v, l, s, min(s+quietAfter, end), what)
 			}
 		case "quiet apiserver restart":
 			r := st.at
@@ -679,13 +716,48 @@ func judgeQuiet(v *verdict, w *world, end time.Duration) {
 				continue
 			}
 			for _, l := range w.lives {
-				if settled(w, l, r) {
+				if settled(w, l, r) && !slowConsumer(w, l.genAt(r).streams) {
 					v.quietChecked[3]++
 					quietWrites(v, l, r, min(r+quietAfter, end), fmt.Sprintf("apiserver restart at %v", r))
 				}
 			}
 		}
 	}
+}
+
+// slowConsumer reports whether a stream of streams has a consumer that
+// takes half of ReplayGrace or more over a snapshot: the replay after an
+// apiserver restart (which takes the server a few seconds of its own) may
+// then not be over within ReplayGrace, and is published (package watch),
+// which is right.
+func slowConsumer(w *world, streams int) bool {
+	for i, s := range w.servers {
+		if streams&(1<<i) != 0 && s.spec.snapshotDelay >= replayGrace/2 {
+			return true
+		}
+	}
+	return false
+}
+
+// moved reports whether a fault other than the episode's own, on a
+// stream of streams, began or ended from the stop to `to`: what an owner
+// shows after the restart is then news of its own, not the restart's.
+func (ep episode) moved(w *world, streams int, to time.Duration) bool {
+	in := func(t time.Duration) bool { return t >= ep.stop && t < to }
+	for i, s := range w.servers {
+		if streams&(1<<i) == 0 {
+			continue
+		}
+		for _, iv := range s.intervals {
+			if i == ep.srv && iv.slot == ep.slot {
+				continue
+			}
+			if in(iv.start) || in(iv.end) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // settled reports whether l existed across a quiet window around r and
@@ -808,6 +880,9 @@ func judgeEpisodes(v *verdict, w *world, end time.Duration) {
 			}
 			v.quietChecked[class]++
 			v.fates[slices.Index([]fate{fatePersists, fateEnds, fateChanges}, ep.fate)]++
+			if ep.fate == fatePersists && class == classStalled {
+				v.messagesCompared++
+			}
 			wasStalled := class == classStalled
 			fromStart := startReason(conds)
 			for _, wr := range l.writes {
@@ -817,8 +892,16 @@ func judgeEpisodes(v *verdict, w *world, end time.Duration) {
 				if wasStalled && isTrue(wr.after, wgreadiness.ConditionStalled) && !isTrue(wr.before, wgreadiness.ConditionStalled) {
 					v.add(&v.restartWrites, "%s %s: a %s reported the stall again at %v: %s-> %s", l.key, l.uid, what, wr.at, trio(wr.before), trio(wr.after))
 				}
-				if ep.fate != fatePersists {
+				if ep.fate != fatePersists || ep.moved(w, g.streams, to) {
 					continue
+				}
+				if wasStalled && isTrue(wr.before, wgreadiness.ConditionStalled) && isTrue(wr.after, wgreadiness.ConditionStalled) &&
+					trio(wr.before) == trio(wr.after) {
+					// The same stall, rewritten: its message read
+					// differently after the restart (a stage quoted,
+					// say), though its cause persisted.
+					v.add(&v.restartWrites, "%s %s: a %s rewrote the stall at %v: %q -> %q", l.key, l.uid, what, wr.at,
+						meta.FindStatusCondition(wr.before, wgreadiness.ConditionStalled).Message, meta.FindStatusCondition(wr.after, wgreadiness.ConditionStalled).Message)
 				}
 				// What the restart alone would write: the stall dropped
 				// without a recovery, or the owner starting over.
@@ -1174,11 +1257,11 @@ func TestPipeline(t *testing.T) {
 	}
 	runtime.GC()
 	leaks := max(runtime.NumGoroutine()-before, 0)
-	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d leaks=%d (writes=%d warnings=%d holds=%d view_gaps=%d quiet_restarts_checked=ready:%d,stalled:%d,reconciling:%d,apiserver:%d fault_fates=persisted:%d,ended:%d,changed:%d first_ready=%d, %v)\n",
+	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d leaks=%d (writes=%d warnings=%d holds=%d view_gaps=%d quiet_restarts_checked=ready:%d,stalled:%d,reconciling:%d,apiserver:%d persisted_starts=valid:%d,expired:%d stall_messages_compared=%d fault_fates=persisted:%d,ended:%d,changed:%d first_ready=%d, %v)\n",
 		*pipelineHistories, failed, total.falseWarnings, total.missedWarnings, total.readyWhileIncomplete, total.heldTooLong,
 		total.restartWrites, total.noopWrites, total.kstatusDisagree, total.firstReadyWrong, leaks,
 		total.writes, total.warnings, total.held, total.viewGaps, total.quietChecked[0], total.quietChecked[1], total.quietChecked[2], total.quietChecked[3],
-		total.fates[0], total.fates[1], total.fates[2], total.firstReady, time.Since(start).Round(time.Second))
+		total.resumedChecked[0], total.resumedChecked[1], total.messagesCompared, total.fates[0], total.fates[1], total.fates[2], total.firstReady, time.Since(start).Round(time.Second))
 	if leaks > 0 {
 		t.Errorf("%d goroutines more than before the histories", leaks)
 	}

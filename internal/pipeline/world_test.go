@@ -46,6 +46,15 @@ type world struct {
 	steps []ranStep
 	// draining are the informers stopped but not yet returned.
 	draining []chan struct{}
+	// saved is what the last process persisted of each Stream when it
+	// stopped (history.persist); only the history's goroutine reaches it.
+	saved []checkpoint
+}
+
+// checkpoint is a Stream's cursor and its consumer's view, persisted.
+type checkpoint struct {
+	cursor string
+	view   map[string]string
 }
 
 type ranStep struct {
@@ -446,6 +455,9 @@ func (w *world) stopController() {
 	w.mu.Unlock()
 	if p != nil {
 		p.stop()
+		if w.h.persist {
+			w.saved = p.checkpoints()
+		}
 	}
 }
 
