@@ -89,7 +89,9 @@ const settleWait = time.Millisecond
 
 // settled takes the next item of results if one comes within settleWait
 // (got); waited is true if nothing was ready when it asked. It waits on
-// package time: a scheduling pause, not a policy.
+// package time: a scheduling pause, not a policy. An item ready as the
+// wait ends counts as within it: a select would pick between the two at
+// random, and a schedule of the judge would not replay.
 func settled(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, got, waited bool) {
 	select {
 	case ev, ok = <-results:
@@ -102,6 +104,11 @@ func settled(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, got, waited 
 	case ev, ok = <-results:
 		return ev, ok, true, true
 	case <-t.C:
-		return ev, false, false, true
+		select {
+		case ev, ok = <-results:
+			return ev, ok, true, true
+		default:
+			return ev, false, false, true
+		}
 	}
 }
