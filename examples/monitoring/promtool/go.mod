@@ -1,5 +1,6 @@
 // This module only pins promtool, the Prometheus tool that runs the rule
-// unit tests (make monitoring: go tool promtool test rules ...). It is a
+// unit tests (go tool promtool test rules ...; make monitoring builds it
+// with the build tag remove_all_sd, without service discovery). It is a
 // module of its own so that Prometheus's dependencies, its service
 // discovery SDKs among them, stay out of the examples module.
 module github.com/watchgrade/watchgrade/examples/monitoring/promtool
