@@ -46,16 +46,16 @@
 // (behind a proxy that cuts every watch, events slip through cut
 // sessions). Then, for a stream and an informer alike:
 //
-//	once the count has run out                                   the session
-//	-----------------------------------------------------------  ---------------------------------
-//	no event within a millisecond (quiet)                        is live
-//	an event, not a close or an ERROR, after ShortSession more   is live (busy, and keeping up)
+//	once the count has run out                                    the session
+//	------------------------------------------------------------  ---------------------------------
+//	no event within a millisecond (quiet)                         is live
+//	an event, not a close or an ERROR, after ShortSession more    is live (busy, and keeping up)
 //	  in which the consumer once found nothing waiting
-//	an event the consumer found waiting every time it asked      is not live yet (a backlog)
-//	a close or an ERROR                                          is not made live by it
-//	the consumer held an event ShortSession or more              counts again from then
-//	a stream's handler stall was published                       counts again once the call returns
-//	in doubt, resumed from a cursor the server has not confirmed is live once it confirms it
+//	an event the consumer found waiting every time it asked       is not live yet (a backlog)
+//	a close or an ERROR                                           is not made live by it
+//	the consumer held an event ShortSession or more               counts again from then
+//	a stream's handler stall was published                        counts again once the call returns
+//	in doubt, resumed from a cursor the server has not confirmed  is live once it confirms it
 //
 // "In doubt" is the cursor check's (see "A server behind the cursor"):
 // after a session that did not go live, a cursor must be confirmed by an

@@ -41,6 +41,7 @@ type recorder struct {
 	mu        sync.Mutex
 	log       []string
 	states    []State
+	stateAt   []time.Time // when each state came, by package time
 	endings   []SessionEnd
 	failEvent map[string]int // event key ("ADDED a@2") -> failures left
 	failSnap  int
@@ -94,6 +95,7 @@ func (r *recorder) StateChanged(s State) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.states = append(r.states, s)
+	r.stateAt = append(r.stateAt, time.Now())
 	r.log = append(r.log, fmt.Sprintf("state %s/%s human=%v", s.Phase, s.Reason, s.NeedsHuman))
 	if r.onState != nil {
 		r.onState()
