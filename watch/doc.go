@@ -155,7 +155,10 @@
 //     replays again.
 //   - Failures that need a human are published only on evidence, at an
 //     ending, after [Policy.HumanGrace]: a cause fixed during a backoff is
-//     not paged on a timer. They are retried slowly, to heal when fixed.
+//     not paged on a timer. They are retried slowly, to heal when fixed. A
+//     handler's error of that class (its own requests denied) is one too,
+//     with [ReasonHandlerFailed]: its consumer gets nothing through until
+//     someone acts.
 //   - Transient failures publish nothing before TransientGrace: an
 //     apiserver rolling over is not news.
 //   - A watch-list replay past [StreamOptions.ReplayTimeout], or two in a
@@ -174,9 +177,9 @@
 // With the defaults, whatever the server does, a stream:
 //
 //   - publishes NeedsHuman only for a cause that needs a human and that its
-//     requests have seen for HumanGrace, after ProgressDeadline without a
-//     live session, or when its consumer has been missing a change for
-//     ProgressDeadline;
+//     requests, or its handler, have met for HumanGrace, after
+//     ProgressDeadline without a live session, or when its consumer has
+//     been missing a change for ProgressDeadline;
 //   - publishes a cause that needs a human within HumanGrace and one
 //     MaxBackoff of the first request it failed (75 s), and no live
 //     session for ProgressDeadline within a second of it;

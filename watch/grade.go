@@ -254,11 +254,12 @@ type Escalation struct {
 //	  a replay cut before it was complete          closed    nothing                           replay (after backoff if
 //	                                                                                             it keeps happening)
 //	not live, needs a human: 401, 403, 404, 400,   error     Blocked, needs human, once        resume (replay if the
-//	  405, 422, a refused TLS certificate                      NeedsHumanFor ≥ HumanGrace;       replay failed) after
-//	                                                           slow retries from then on         backoff
+//	  405, 422, a refused TLS certificate, met                 NeedsHumanFor ≥ HumanGrace;       replay failed) after
+//	  by the stream's requests or its handler's                slow retries from then on         backoff
 //	not live, transient: 429, 5xx, timeouts,       error     nothing                           as above
 //	  connection errors, bad events, handler
-//	  errors, a replay past its deadline
+//	  errors of no such class, a replay past its
+//	  deadline
 //
 // Whatever the row, an ending that is not live publishes Blocked (with the
 // ending's reason; NeedsHuman only once the needs-a-human row says so) if
@@ -270,7 +271,10 @@ type Escalation struct {
 // every shape (on the open, an ERROR event anywhere, a LIST continue
 // token). A short close is a clean close before the session went live,
 // with [ReasonFlapping]. A handler error takes the class of its error
-// ([Classify]). The server's Retry-After ([Verdict.RetryAfter]) is a floor
+// ([Classify]), with [ReasonHandlerFailed]: a handler whose own requests
+// are denied (its status writes forbidden, say) makes no progress until
+// someone acts, as a stream whose watch is denied does, so it counts
+// towards HumanGrace as the stream's requests do. The server's Retry-After ([Verdict.RetryAfter]) is a floor
 // for any wait.
 func Grade(e Ending, p Policy) Verdict {
 	p = p.withDefaults()
