@@ -105,7 +105,7 @@ check: check-format
 		( cd $$mod && $(GO) vet $$pkgs && tested=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' $$pkgs) && \
 			{ [ -z "$$tested" ] || $(GO) test -race -count=1 $$tested; } ) || exit 1; \
 	done
-	$(GO) test -count=1 -run '^(TestGrade|TestClassify|TestRollup|TestApply|TestKstatusConformance|TestRollupRestartRows|TestPublishedWhen|TestPublishedStateIsKept)$$' ./watch/ ./readiness/
+	$(GO) test -count=1 -run '^(TestGrade|TestClassify|TestRollup|TestApply|TestKstatusConformance|TestRollupRestartRows|TestPublishedWhen|TestPublishedStateIsKept|TestWhenASessionIsLive)$$' ./watch/ ./readiness/
 	$(GO) test -count=1 -v -run '^TestJudge$$' ./watch/ -judge.schedules=$(CHECK_SCHEDULES) | grep -E '^judge:|broke the invariants|^(FAIL|ok) '
 
 check-format:
@@ -191,9 +191,10 @@ judge-race:
 # histories of a controller's world (streams and informers over the
 # simulated API server with the judge's faults, the caller's own gates,
 # StreamsCondition on and off, generation bumps, controller rollouts and
-# outages, apiserver restarts, owners created, deleted and recreated, some
-# while the controller is down), played in virtual time through the
-# readiness accumulator and roll-up, status writes, Events through both
+# outages, controllers that persist cursors and resume from them, consumers
+# slow over snapshots, apiserver restarts, owners created, deleted and
+# recreated, some while the controller is down), played in virtual time
+# through the readiness accumulator and roll-up, status writes, Events through both
 # recorder kinds and the time-to-first-Ready metric, every invariant
 # checked against each history's ground truth. About 30 s for 2,000 on two
 # busy cores; the unit run above already plays 40 with the race detector.

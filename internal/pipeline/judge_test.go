@@ -1199,9 +1199,12 @@ func (w *world) log(end time.Duration) string {
 // real pipeline (streams over the simulated API server and informers over
 // Instrument, with the watch judge's faults; the caller's own gates;
 // StreamsCondition on and off; generation bumps; controller restarts and
-// outages, a new process each time reading the persisted status;
-// apiserver restarts; owners created, deleted and recreated, some while
-// the controller is down) and checks on each, against its ground truth:
+// outages, a new process each time reading the persisted status, and in
+// half the histories resuming each Stream from the cursor and consumer's
+// view the last process persisted; consumers slow over snapshots;
+// apiserver restarts, some while the controller is down; owners created,
+// deleted and recreated, some while the controller is down) and checks on
+// each, against its ground truth:
 //
 //   - a Warning is recorded exactly once per escalation to Stalled, on each
 //     recorder kind, and never otherwise; Stalled=True only when a human
@@ -1214,14 +1217,16 @@ func (w *world) log(end time.Duration) string {
 //     generation observed; or within the restart hold, never longer than
 //     StartGrace, and never over a stalled or caller's gate;
 //   - a controller or apiserver restart that changes nothing writes nothing
-//     and records nothing;
+//     and records nothing, resumed from persisted cursors that expired
+//     meanwhile too (an apiserver restart while the controller was down);
 //   - a controller restart over a fault that began before it (of a
 //     stream's server, or a caller's gate), for owners Ready, Stalled or
 //     Reconciling when it stopped, whether the fault persists, ends or
 //     changes while it is down: a stall already reported is never reported
 //     again (no second Warning, Stalled never leaves True to come back);
 //     while the fault persists, no condition of the trio changes its status
-//     or reason and no Event is recorded unless the owner recovers, and the
+//     or reason (nor a stall its message) and no Event is recorded unless
+//     the owner recovers, and the
 //     owner is never written as starting over; once it ends, the owner is
 //     Ready within quietAfter of the restart when its gates are;
 //   - Stalled=True only while a gate is stalled, or, persisted by an
