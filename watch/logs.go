@@ -43,8 +43,9 @@ const DefaultLogQuiet = 2 * time.Minute
 //	  400, a refused certificate)                     on for HumanGrace (15 s)
 //
 // "Once" is per stretch of trouble of one reflector: errors that follow
-// each other with less than [LogOptions.Quiet] between them; the next
-// stretch logs again. Each line carries the reflector's type ("type", such
+// each other with less than [LogOptions.Quiet] between them and no close
+// or expiry (the server answering) among them; the next stretch logs
+// again, so a denial repaired and soon made again is logged again. Each line carries the reflector's type ("type", such
 // as "*v1.ConfigMap"), the reason ([Classify]), and the error.
 //
 // The reflector still logs on its own, at Info, an ERROR event other than
@@ -92,6 +93,12 @@ func (l *watchErrorLog) handle(_ context.Context, r *cache.Reflector, err error)
 	}
 	log := l.log.WithValues("type", r.TypeDescription(), "reason", reason)
 	if class == ClassNone || class == ClassExpired {
+		// The server answered: a watch opened and closed, or a cursor
+		// expired. The trouble, if any, is over: the next error starts a
+		// stretch of its own.
+		l.mu.Lock()
+		delete(l.trouble, r)
+		l.mu.Unlock()
 		log.V(1).Info("watch closed", "err", err)
 		return
 	}
