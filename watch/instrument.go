@@ -40,8 +40,9 @@ type InstrumentOptions struct {
 // is graded and reported as a [Stream]'s are (see Informers in the package
 // doc). Results, errors and events pass through as they are, and the
 // informer keeps its own retries except for a refused connection. The
-// reflector's fallback from a refused watch-list to a LIST ends no
-// session, nor do events the reflector skips. Each open watch is
+// reflector's fallback from a watch-list that failed to a LIST in the
+// same attempt ends no session (the LIST ends it), nor do events the
+// reflector skips. Each open watch is
 // forwarded by one goroutine, through a buffer of 64 events. Escalations
 // publish nothing once the context of the informer's last call is done.
 // Create one with [Instrument]. It is safe for concurrent use.
@@ -184,8 +185,10 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 		if err == nil {
 			break
 		}
-		if replay && refusesWatchList(err) {
-			// The reflector lists instead: routine, and no session.
+		if replay && reflectorListsAfter(err) {
+			// The reflector lists instead, in the same attempt: no
+			// session; the LIST ends it (and a refused watch-list is
+			// routine). Only what it retries as a watch-list ends one.
 			return nil, err
 		}
 		if !i.again(ctx, err, i.end(ctx, result{stage: stage, cause: CauseError, err: err}, start)) {
@@ -366,8 +369,9 @@ func (g *gradedWatch) pump() (r result, graded bool) {
 }
 
 // reflectorListsAfter reports whether client-go's reflector answers err,
-// an ERROR event inside a watch-list, by listing instead: anything but a
-// 429, a refused connection and an expiry or a too large resourceVersion.
+// a watch-list's failed open or an ERROR event inside one, by listing
+// instead: anything but a 429, a refused connection and an expiry or a
+// too large resourceVersion, which it retries as a watch-list.
 func reflectorListsAfter(err error) bool {
 	if apierrors.IsTooManyRequests(err) || utilnet.IsConnectionRefused(err) {
 		return false

@@ -1,0 +1,67 @@
+package watch_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/watchgrade/watchgrade/watch/watchtest"
+)
+
+// TestEveryWayAnInformerSessionEndsIsReported is
+// TestEveryWaySessionEndsIsReported for an informer over Instrument: each
+// way its watch can end, played on the simulated server a minute after the
+// informer synced, ends in one graded SessionEnd per attempt of the
+// reflector, in order (a run of the same ending is its retries, shown
+// once). A watch-list that fails and that the reflector answers by listing
+// in the same attempt ends no session: the LIST does.
+func TestEveryWayAnInformerSessionEndsIsReported(t *testing.T) {
+	for5s := func(f watchtest.Faults) func(*watchtest.Server) {
+		return func(srv *watchtest.Server) {
+			srv.SetFaults(f)
+			srv.CloseWatches()
+			time.Sleep(5 * time.Second)
+			srv.SetFaults(watchtest.Faults{})
+		}
+	}
+	tests := []struct {
+		name string
+		do   func(*watchtest.Server)
+		want []string
+	}{
+		{"the server's timeout", func(srv *watchtest.Server) { srv.CloseWatches() },
+			[]string{"Stream closed Resume/None", "Stream teardown Stop/None"}},
+		{"an ERROR event, a 500", func(srv *watchtest.Server) { srv.FailWatches(watchtest.ServiceUnavailable()) },
+			[]string{"Stream error Resume/Backoff", "Stream teardown Stop/None"}},
+		{"an apiserver restart: its cache initialising (429), then the cursor expired", func(srv *watchtest.Server) { srv.Restart() },
+			[]string{"Stream closed Resume/None", "Open error Resume/Backoff", "Stream expired Replay/None", "Stream teardown Stop/None"}},
+		{"a 503 for 5 s: the resume fails, then the watch-list and the LIST of each attempt", for5s(watchtest.Faults{Err: watchtest.ServiceUnavailable()}),
+			[]string{"Stream closed Resume/None", "Open error Resume/Backoff", "List error Replay/Backoff", "Stream teardown Stop/None"}},
+		{"denied for 5 s", for5s(watchtest.Faults{Err: watchtest.Forbidden()}),
+			[]string{"Stream closed Resume/None", "Open error Resume/Backoff", "List error Replay/Backoff", "Stream teardown Stop/None"}},
+		{"connections refused for 5 s: retried by Instrument", for5s(watchtest.Faults{Refuse: true}),
+			[]string{"Stream closed Resume/None", "Open error Resume/Backoff", "Stream teardown Stop/None"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newServer(t, watchtest.ServerOptions{RestartNotReady: 2 * time.Second}, "a")
+				p := newProbe()
+				stop, _, _ := runInformer(t, srv, p)
+				time.Sleep(time.Minute)
+				tt.do(srv)
+				time.Sleep(2 * time.Minute)
+				stop()
+				var got []string
+				for _, e := range p.counts().endings {
+					got = append(got, fmt.Sprintf("%s %s %s/%s", e.v.Stage, e.v.Verdict.Outcome, e.v.Verdict.Next, e.v.Verdict.Wait))
+				}
+				if got = slices.Compact(got); !slices.Equal(got, tt.want) {
+					t.Errorf("session endings\n  %q\nwant\n  %q", got, tt.want)
+				}
+			})
+		})
+	}
+}
