@@ -42,8 +42,9 @@ type ownerController struct {
 	metrics *wgmetrics.WatchMetrics
 	reg     *prometheus.Registry
 
-	requeue chan struct{}
-	done    chan struct{}
+	requeue  chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
 
 	mu sync.Mutex
 	// verdicts holds Ready's status as the accumulator decided it, at
@@ -77,11 +78,18 @@ func (w written) String() string {
 // until the test ends. The owner depends on the named streams.
 func startOwner(t *testing.T, cfg dynamic.Interface, kube kubernetes.Interface, name string, streams ...string) *ownerController {
 	t.Helper()
-	ctx := t.Context()
 	owner := object(widgetsGVR, name, 0)
-	if _, err := cfg.Resource(widgetsGVR).Namespace(ns).Create(ctx, owner, metav1.CreateOptions{}); err != nil {
+	if _, err := cfg.Resource(widgetsGVR).Namespace(ns).Create(t.Context(), owner, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create owner: %v", err)
 	}
+	return restartOwner(t, cfg, kube, name, streams...)
+}
+
+// restartOwner runs a controller of the existing owner Widget called
+// name, as a new process does: nothing in memory, the persisted status
+// read at its first reconcile. Stop it with stop.
+func restartOwner(t *testing.T, cfg dynamic.Interface, kube kubernetes.Interface, name string, streams ...string) *ownerController {
+	t.Helper()
 	broadcaster := record.NewBroadcaster(record.WithContext(context.Background()))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(ns)})
 	t.Cleanup(broadcaster.Shutdown)
@@ -108,9 +116,12 @@ func startOwner(t *testing.T, cfg dynamic.Interface, kube kubernetes.Interface, 
 	c.acc = acc
 	c.acc.Track(c.key, streams...)
 	go c.run()
-	t.Cleanup(func() { close(c.done) })
+	t.Cleanup(c.stop)
 	return c
 }
+
+// stop stops the controller's loop (not a reconcile in progress).
+func (c *ownerController) stop() { c.stopOnce.Do(func() { close(c.done) }) }
 
 // observer is what every stream of the owner reports to.
 func (c *ownerController) observer() wgwatch.Observer { return wgwatch.Observers(c.acc, c.metrics) }
