@@ -63,10 +63,12 @@ test:
 # suite-X runs target X for make test: it records X's exit code, its
 # duration and the CPU time (user and system) of its processes, and always
 # succeeds, so that a failed target neither stops the others nor a chain.
+# (bash's times: no file descriptor is redirected, so make's jobserver
+# pipe reaches the target's own make).
 suite-%:
-	@start=$$(date +%s); TIMEFORMAT='%0U %0S'; \
-		{ time $(if $(filter $*,$(NICED)),nice -n $(NICENESS)) $(MAKE) --no-print-directory $* 2>&3; } 3>&2 2>$(SUITE_DIR)/$*.cpu; rc=$$?; \
-		read -r u s < $(SUITE_DIR)/$*.cpu; echo "$$rc $$(( $$(date +%s) - start )) $$(( u + s ))" > $(SUITE_DIR)/$*
+	@start=$$(date +%s); $(if $(filter $*,$(NICED)),nice -n $(NICENESS)) $(MAKE) --no-print-directory $*; rc=$$?; \
+		times > $(SUITE_DIR)/$*.cpu; cpu=$$(tail -1 $(SUITE_DIR)/$*.cpu | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($$i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%d", n }'); \
+		echo "$$rc $$(( $$(date +%s) - start )) $$cpu" > $(SUITE_DIR)/$*
 
 suite: $(addprefix suite-,$(SUITE))
 
