@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/watchgrade/watchgrade/internal/e2e/harness"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
@@ -101,5 +102,84 @@ func TestRestartFromAPersistedCursorThatExpired(t *testing.T) {
 				t.Errorf("Ready after the restart = %+v, want True", r)
 			}
 		}
+	}
+}
+
+// A controller rolled out while its owner is Stalled on a denial that
+// persists. The old process met the denial when its watch reopened from
+// its cursor (RBAC revoked, the connection cut), the new one meets it when
+// it lists, having no cursor: the server's messages differ ("cannot watch
+// resource", "cannot list resource"), the cause does not. The persisted
+// Stalled stands as it is: no status write and no Event (package watch:
+// a State's message says what is wrong, not which request met it).
+func TestRestartOverAPersistingDenial(t *testing.T) {
+	c := harness.Start(t, harness.Options{RBAC: true})
+	ctx := t.Context()
+	admin := kubernetes.NewForConfigOrDie(c.Config())
+	adminDyn := dynamic.NewForConfigOrDie(c.Config())
+	if err := c.InstallCRD(ctx, widgetCRD()); err != nil {
+		t.Fatal(err)
+	}
+	createConfigMaps(t, adminDyn, "a")
+	grantConfigMaps(t, admin, "ctl")
+	as := dynamic.NewForConfigOrDie(c.As("ctl"))
+	opts := wgwatch.StreamOptions{MaxBackoff: 10 * time.Second}
+
+	first := startOwner(t, adminDyn, admin, "owner", "configmaps")
+	p1 := newProbe()
+	opts.Observer = first.observer()
+	_, stop1 := startStream(t, as, configmapsGVR, p1, opts)
+	first.waitReady(t, 30*time.Second)
+	// RBAC revoked; the open watch is cut, and its resume denied.
+	if err := admin.RbacV1().RoleBindings(ns).Delete(ctx, "ctl", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.Proxy.ResetAll()
+	first.waitKstatus(t, 90*time.Second, status.FailedStatus)
+	stop1()
+	first.stop()
+	_, obj, err := first.kstatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds, err := conditionsOf(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := meta.FindStatusCondition(conds, wgreadiness.ConditionStalled)
+
+	second := restartOwner(t, adminDyn, admin, "owner", "configmaps")
+	p2 := newProbe()
+	opts.Observer = second.observer()
+	startStream(t, as, configmapsGVR, p2, opts)
+	p2.waitFor(t, 90*time.Second, "Blocked Forbidden in the new process", func() bool {
+		s := p2.state()
+		return s.Phase == wgwatch.PhaseBlocked && s.Reason == wgwatch.ReasonForbidden && s.NeedsHuman
+	})
+	// The new process has its own evidence now: what it writes, it writes
+	// at once; a few seconds more for the write to land.
+	select {
+	case <-time.After(5 * time.Second):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	second.mu.Lock()
+	writes := second.writes
+	second.mu.Unlock()
+	events := second.events.count("Normal") + second.events.count("Warning")
+	_, obj, err = second.kstatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conds, err = conditionsOf(obj); err != nil {
+		t.Fatal(err)
+	}
+	after := meta.FindStatusCondition(conds, wgreadiness.ConditionStalled)
+	fmt.Printf("e2e: restart-over-denial stalled_writes=%d stalled_events=%d message_kept=%v\n", writes, events, before != nil && after != nil && before.Message == after.Message)
+	if writes != 0 || events != 0 {
+		t.Errorf("the restart over a persisting denial wrote %d statuses (%v) and recorded %d Events, want none", writes, second.writeLog(), events)
+	}
+	if before == nil || after == nil || before.Message != after.Message {
+		t.Errorf("Stalled before the restart %+v, after it %+v: want it kept as it was", before, after)
 	}
 }
