@@ -255,8 +255,14 @@ DEMO_SUITE        := demo;examples/demo;$(CURDIR)/bin/demo.test;.;;$(CURDIR)/dem
 KUBEBUILDER_SUITE := kubebuilder;examples/e2e;$(CURDIR)/bin/examples-e2e.test;^TestKubebuilder$$;;$(CURDIR)/kubebuilder.log;$(POOL_FILTER)
 POOL = POOL_FIRST='$(POOL_FIRST)' .ci/pool $(SCENARIO_JOBS) $(POOL_DIR)
 
-# build compiles the three test binaries; each suite's target the ones it runs.
-build: bin-e2e bin-examples-e2e bin-demo
+# build compiles the three test binaries, one after another (each go
+# command compiles on every core; two side by side would compile the
+# Kubernetes packages they share twice on a fresh machine); each suite's
+# target the ones it runs.
+build:
+	@$(MAKE) --no-print-directory bin-e2e
+	@$(MAKE) --no-print-directory bin-examples-e2e
+	@$(MAKE) --no-print-directory bin-demo
 
 bin-e2e:
 	cd internal/e2e && $(GO) test -c -o $(CURDIR)/bin/e2e.test ./scenarios/
