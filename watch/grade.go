@@ -274,8 +274,8 @@ type Escalation struct {
 // ([Classify]), with [ReasonHandlerFailed]: a handler whose own requests
 // are denied (its status writes forbidden, say) makes no progress until
 // someone acts, as a stream whose watch is denied does, so it counts
-// towards HumanGrace as the stream's requests do. The server's Retry-After ([Verdict.RetryAfter]) is a floor
-// for any wait.
+// towards HumanGrace as the stream's requests do. The server's Retry-After
+// ([Verdict.RetryAfter]) is a floor for any wait.
 func Grade(e Ending, p Policy) Verdict {
 	p = p.withDefaults()
 	if e.OwnerDone {

@@ -42,8 +42,8 @@ type InstrumentOptions struct {
 // informer keeps its own retries except for a refused connection. The
 // reflector's fallback from a watch-list that failed to a LIST in the
 // same attempt ends no session (the LIST ends it), nor do events the
-// reflector skips. Each open watch is
-// forwarded by one goroutine, through a buffer of 64 events. Escalations
+// reflector skips. Each open watch is forwarded by one goroutine, through
+// a buffer of 64 events. Escalations
 // publish nothing once the context of the informer's last call is done.
 // Create one with [Instrument]. It is safe for concurrent use.
 type InstrumentedListerWatcher struct {

@@ -90,8 +90,8 @@ const settleWait = time.Millisecond
 // settled takes the next item of results if one comes within settleWait
 // (got); waited is true if nothing was ready when it asked. It waits on
 // package time: a scheduling pause, not a policy. An item ready as the
-// wait ends counts as within it: a select would pick between the two at
-// random, and a schedule of the judge would not replay.
+// wait ends counts as within it, rather than a select picking between the
+// two at random.
 func settled(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, got, waited bool) {
 	select {
 	case ev, ok = <-results:

@@ -45,8 +45,9 @@ const DefaultLogQuiet = 2 * time.Minute
 // "Once" is per stretch of trouble of one reflector: errors that follow
 // each other with less than [LogOptions.Quiet] between them and no close
 // or expiry (the server answering) among them; the next stretch logs
-// again, so a denial repaired and soon made again is logged again. Each line carries the reflector's type ("type", such
-// as "*v1.ConfigMap"), the reason ([Classify]), and the error.
+// again, so a denial repaired and soon made again is logged again. Each
+// line carries the reflector's type ("type", such as "*v1.ConfigMap"), the
+// reason ([Classify]), and the error.
 //
 // The reflector still logs on its own, at Info, an ERROR event other than
 // an expiry and a watch that ends very soon after it opened, and as errors
