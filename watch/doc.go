@@ -54,7 +54,7 @@
 //	an event the consumer found waiting every time it asked       is not live yet (a backlog)
 //	a close or an ERROR                                           is not made live by it
 //	the consumer held an event ShortSession or more               counts again from then
-//	a stream's handler stall was published                        counts again once the call returns
+//	a stream's consumer stall was published                       counts again once the call returns
 //	in doubt, resumed from a cursor the server has not confirmed  is live once it confirms it
 //
 // "In doubt" is the cursor check's (see "A server behind the cursor"):
@@ -85,12 +85,19 @@
 //	                                                 arms its Escalations
 //	tick           an escalation is due            its State                           the same, unless the context of
 //	                                                                                     the informer's last call is done
-//	handler stuck  live, ProgressDeadline long     Blocked, needs a human              (handlers are not watched)
+//	behind         live, ProgressDeadline long     Blocked, needs a human              (handlers are not watched)
 //	                                                 (ProgressDeadlineExceeded)
-//	handler stuck  live, TransientGrace long       Blocked (HandlerStalled)            (handlers are not watched)
-//	handler stuck  otherwise                       nothing                             (handlers are not watched)
+//	behind         live, TransientGrace long       Blocked (HandlerStalled)            (handlers are not watched)
+//	behind         otherwise                       nothing                             (handlers are not watched)
 //
-// A stall is found within a sixth of TransientGrace. Under one fault,
+// The consumer is behind while a [Handler] call has not returned, or while
+// its calls follow one another without the stream once finding the watch
+// with nothing waiting: a backlog the handler does not drain, however fast
+// each call is, which a server with a large watch buffer never cuts. How
+// long is counted from when it fell behind, and a consumer behind again
+// before its session went live again is still in the first stall: a
+// handler that hangs on every call needs a human ProgressDeadline after
+// its first. A stall is found within a sixth of TransientGrace. Under one fault,
 // sessions end in different ways (a cut session, a replay after an expiry,
 // a refused connection), and in a controller each publication is a Ready
 // flip, a status write and an Event; so a state a row gives is kept back:
@@ -187,10 +194,12 @@
 //     session, and publishes Streaming only while a session is live;
 //   - while Streaming, has every change the server makes in its consumer's
 //     view within TransientGrace, a sixth of it and 8 s (43 s): not live
-//     that long it is Blocked, a handler stuck that long is found within a
+//     that long it is Blocked, a consumer behind that long (a handler
+//     call stuck, or a backlog it does not drain) is found within a
 //     sixth of it, a cursor the server has not reached within CursorCheck
 //     and the server's answer. A change still missing ProgressDeadline
-//     later (5 min 43 s) is a stall that needs a human. A handler call in
+//     later (5 min 43 s) is a stall that needs a human, however many
+//     calls it took. A handler call in
 //     progress holds these back until it returns or is itself a stall;
 //   - once the server is healthy again, is Streaming within two MaxBackoffs
 //     and one ShortSession (2 min 1 s);

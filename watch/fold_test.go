@@ -200,16 +200,20 @@ func TestPublishedWhen(t *testing.T) {
 			},
 			wantStream:   outcome{[]State{blocked(ReasonNoLiveSession, false)}, []Escalation{{5*m - 30*s, pde}}},
 			wantInformer: outcome{[]State{pde}, nil}},
-		{fact: "handler stuck", soFar: "live, ProgressDeadline long",
+		{fact: "behind", soFar: "live, ProgressDeadline long",
 			stream: func(f *fold) []State {
 				f.do(start)
 				f.do(live)
 				began := f.at
-				_, out := f.after(5 * m).do(fact{kind: factStuck, since: began})
+				f.after(31 * s).do(fact{kind: factStuck, since: began, hung: true})
+				// Behind again, from a later call, before the session went
+				// live again: the same stall, counted from its start.
+				again := f.after(4 * m).at
+				_, out := f.after(29 * s).do(fact{kind: factStuck, since: again, hung: true})
 				return out
 			},
 			wantStream: outcome{[]State{pde}, nil}},
-		{fact: "handler stuck", soFar: "live, TransientGrace long",
+		{fact: "behind", soFar: "live, TransientGrace long",
 			stream: func(f *fold) []State {
 				f.do(start)
 				f.do(live)
@@ -222,7 +226,7 @@ func TestPublishedWhen(t *testing.T) {
 				return out
 			},
 			wantStream: outcome{[]State{blocked(ReasonHandlerStalled, false)}, nil}},
-		{fact: "handler stuck", soFar: "otherwise",
+		{fact: "behind", soFar: "otherwise",
 			stream: func(f *fold) []State {
 				// Not live yet: the escalations cover it.
 				f.do(start)

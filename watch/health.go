@@ -27,7 +27,8 @@ type health struct {
 	steady    steadiness
 	// live: a session is live; replayed: a replay began since the last end.
 	live, replayed bool
-	// stalledAt is when the stalled handler call began; zero if none.
+	// stalledAt is when the consumer fell behind, for a stall published
+	// since the session went live; zero if none.
 	stalledAt time.Time
 	// pending are the escalations still to come, each due After base.
 	pending []Escalation
@@ -46,7 +47,9 @@ const (
 	factLive
 	// factEnd: a session ended.
 	factEnd
-	// factStuck: a handler call has been in progress since fact.since.
+	// factStuck: the consumer has been behind since fact.since: a
+	// handler call in progress (hung), or calls that never found the
+	// watch with nothing waiting.
 	factStuck
 	// factTick: time passed.
 	factTick
@@ -62,8 +65,11 @@ type fact struct {
 	initial bool
 	// ending (factEnd): the session's ending; history is filled in here.
 	ending Ending
-	// since is when the stuck call (factStuck) or the session began.
+	// since is when the consumer fell behind (factStuck) or the session
+	// began.
 	since time.Time
+	// hung (factStuck): one handler call has been in progress throughout.
+	hung bool
 }
 
 func newHealth(name string, resource schema.GroupResource, p Policy, informer bool) health {
@@ -127,16 +133,26 @@ func (h *health) step(f fact) (v Verdict, out []State) {
 			// The escalations cover it.
 			break
 		}
+		// A consumer behind again before its session went live again is
+		// in the same stall: it counts from the first.
+		since := f.since
+		if !h.stalledAt.IsZero() && h.stalledAt.Before(since) {
+			since = h.stalledAt
+		}
+		what := "has not caught up with the events waiting"
+		if f.hung && since.Equal(f.since) {
+			what = "has not returned"
+		}
 		p := h.policy
-		switch stuck := f.at.Sub(f.since); {
+		switch stuck := f.at.Sub(since); {
 		case stuck >= p.ProgressDeadline:
-			h.stalledAt = f.since
+			h.stalledAt = since
 			show(State{Phase: PhaseBlocked, Reason: ReasonProgressDeadlineExceeded, NeedsHuman: true,
-				Message: fmt.Sprintf("no progress for over %s: the handler has not returned", p.ProgressDeadline)})
+				Message: fmt.Sprintf("no progress for over %s: the handler %s", p.ProgressDeadline, what)})
 		case stuck >= p.TransientGrace:
-			h.stalledAt = f.since
+			h.stalledAt = since
 			show(State{Phase: PhaseBlocked, Reason: ReasonHandlerStalled,
-				Message: fmt.Sprintf("the handler has not returned for over %s", p.TransientGrace)})
+				Message: fmt.Sprintf("the handler %s for over %s", what, p.TransientGrace)})
 		}
 	case factTick:
 		for len(h.pending) > 0 && !f.at.Before(h.base.Add(h.pending[0].After)) {
@@ -249,16 +265,16 @@ func (p *publisher) record(f fact, done <-chan struct{}) Verdict {
 	return p.stepLocked(f)
 }
 
-// stuck records that a handler call has been in progress since since,
-// and reports whether the fold took it as a stall.
-func (p *publisher) stuck(since time.Time) bool {
+// stuck records that the consumer has been behind since since (hung: in
+// one handler call), and reports whether the session is in a stall.
+func (p *publisher) stuck(since time.Time, hung bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
 		return false
 	}
-	p.stepLocked(fact{kind: factStuck, since: since})
-	return p.h.stalledAt.Equal(since)
+	p.stepLocked(fact{kind: factStuck, since: since, hung: hung})
+	return !p.h.stalledAt.IsZero()
 }
 
 // stop cancels the timer: nothing is published after it returns.

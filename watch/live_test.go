@@ -130,7 +130,7 @@ func TestWhenASessionIsLive(t *testing.T) {
 			}
 		},
 	}, {
-		row: "a stream's handler stall was published",
+		row: "a stream's consumer stall was published",
 		play: func(t *testing.T) {
 			srv := watchtest.NewServer(watchtest.ServerOptions{})
 			release := make(chan struct{})

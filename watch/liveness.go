@@ -21,6 +21,8 @@ type liveness struct {
 	openedAt time.Time
 	// caughtUp is true once, since then, the consumer found nothing waiting.
 	caughtUp bool
+	// idle, if set, is called whenever the consumer finds nothing waiting.
+	idle func()
 }
 
 // count starts the count of ShortSession, again if one ran.
@@ -64,6 +66,9 @@ func (l *liveness) take(results <-chan apiwatch.Event) (ev apiwatch.Event, ok, g
 		at = l.clock.Now()
 	}
 	l.caughtUp = l.caughtUp || waited
+	if waited && l.idle != nil {
+		l.idle()
+	}
 	ending := got && (!ok || ev.Type == apiwatch.Error)
 	if !got || (!ending && l.caughtUp && at.Sub(l.openedAt) >= l.short) {
 		l.opened = false

@@ -662,19 +662,29 @@ func TestStreamHandlerStuckInLiveSession(t *testing.T) {
 	})
 }
 
-// slowHandler is a probe whose every call takes delay.
+// slowHandler is a probe whose every call takes delay, or hang while it
+// is set (nanoseconds).
 type slowHandler struct {
 	*probe
 	delay time.Duration
+	hang  atomic.Int64
+}
+
+func (h *slowHandler) wait() {
+	d := h.delay
+	if n := h.hang.Load(); n > 0 {
+		d = time.Duration(n)
+	}
+	time.Sleep(d)
 }
 
 func (h *slowHandler) Snapshot(ctx context.Context, snap wgwatch.Snapshot) error {
-	time.Sleep(h.delay)
+	h.wait()
 	return h.probe.Snapshot(ctx, snap)
 }
 
 func (h *slowHandler) Event(ctx context.Context, ev apiwatch.Event) error {
-	time.Sleep(h.delay)
+	h.wait()
 	return h.probe.Event(ctx, ev)
 }
 
@@ -1132,4 +1142,102 @@ func runInstrumented(t *testing.T, lw cache.ListerWatcher, p *probe) func() {
 	done := make(chan struct{})
 	go func() { inf.RunWithContext(ctx); close(done) }()
 	return func() { cancel(); <-done }
+}
+
+// firstAt returns when the first state matching ok was published after
+// from, -1 if none.
+func firstAt(p *probe, from time.Duration, ok func(wgwatch.State) bool) time.Duration {
+	for _, st := range p.counts().states {
+		if st.at >= from && ok(st.v) {
+			return st.at
+		}
+	}
+	return -1
+}
+
+// A consumer far behind used to stay Streaming: with a watch buffer the
+// size kube-apiserver gives a busy resource (1,000 events, so the server
+// never cuts the watch) and a handler taking 200 ms an event, a burst of
+// 1,000 left the consumer minutes behind while Ready=True. A consumer
+// that has not once found its watch with nothing waiting for
+// TransientGrace is behind, and the stream Blocked (HandlerStalled)
+// within a sixth of it more; Streaming again once it has caught up. The
+// backlog is shorter than ProgressDeadline: no human is needed.
+func TestStreamConsumerFarBehindIsNotStreaming(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, watchtest.ServerOptions{WatchChannelSize: 1000}, "a")
+		h := &slowHandler{probe: newProbe(), delay: 200 * time.Millisecond}
+		s, err := wgwatch.NewStream(srv, h, wgwatch.StreamOptions{Resource: configmaps, Observer: h.probe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runStream(t, s)
+		time.Sleep(time.Minute)
+		burstAt := time.Since(h.start)
+		for i := range 1000 {
+			_, _ = srv.Create(watchtest.ConfigMap(fmt.Sprint("burst", i), ""))
+		}
+		time.Sleep(10 * time.Minute)
+		stop()
+		step := wgwatch.DefaultTransientGrace / 6
+		blockedAt := firstAt(h.probe, burstAt, func(st wgwatch.State) bool { return st.Reason == wgwatch.ReasonHandlerStalled })
+		if blockedAt < 0 || blockedAt-burstAt > wgwatch.DefaultTransientGrace+step+time.Second {
+			t.Errorf("HandlerStalled at %v, %v after a burst the consumer takes 200 s over, want within %v:%s",
+				blockedAt, blockedAt-burstAt, wgwatch.DefaultTransientGrace+step, h.stateLog())
+		}
+		// 1,000 events at 200 ms: caught up 200 s after the burst.
+		caughtUp := burstAt + 200*time.Second
+		backAt := firstAt(h.probe, blockedAt, func(st wgwatch.State) bool { return st.Phase == wgwatch.PhaseStreaming })
+		if backAt < caughtUp || backAt > caughtUp+wgwatch.DefaultShortSession+time.Second {
+			t.Errorf("Streaming again at %v, want ShortSession after the consumer caught up at %v:%s", backAt, caughtUp, h.stateLog())
+		}
+		if n := firstAt(h.probe, 0, func(st wgwatch.State) bool { return st.NeedsHuman }); n >= 0 {
+			t.Errorf("NeedsHuman at %v for a backlog shorter than ProgressDeadline:%s", n, h.stateLog())
+		}
+		if diff := cmp.Diff(viewOfObjects(srv.Objects()), h.viewOf()); diff != "" {
+			t.Errorf("view (-server +consumer):\n%s", diff)
+		}
+	})
+}
+
+// A handler that hangs on every call used to be Blocked/HandlerStalled
+// for good and never need a human: a stall was measured per call, and no
+// call lasted ProgressDeadline. A consumer that has not gone live again
+// since its first stall is in that stall: it needs a human
+// ProgressDeadline after it fell behind, and is Streaming again only
+// once the handler keeps up.
+func TestStreamHandlerHungOnEveryCallNeedsHuman(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A buffer that never fills: the server does not cut the watch.
+		srv := newServer(t, watchtest.ServerOptions{WatchChannelSize: 1000}, "a")
+		h := &slowHandler{probe: newProbe()}
+		s, err := wgwatch.NewStream(srv, h, wgwatch.StreamOptions{Resource: configmaps, Observer: h.probe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runStream(t, s)
+		time.Sleep(time.Minute)
+		hungAt := time.Since(h.start)
+		h.hang.Store(int64(4 * time.Minute))
+		// A change every 20 s for 15 minutes: each call takes 4 minutes.
+		for i := range 45 {
+			_, _ = srv.Update(watchtest.ConfigMap("a", fmt.Sprint(i)))
+			time.Sleep(20 * time.Second)
+		}
+		h.hang.Store(0)
+		time.Sleep(10 * time.Minute)
+		stop()
+		step := wgwatch.DefaultTransientGrace / 6
+		humanAt := firstAt(h.probe, hungAt, func(st wgwatch.State) bool { return st.NeedsHuman })
+		if humanAt < 0 || humanAt-hungAt > wgwatch.DefaultProgressDeadline+step {
+			t.Errorf("NeedsHuman at %v, %v after the handler began hanging on every call, want within %v:%s",
+				humanAt, humanAt-hungAt, wgwatch.DefaultProgressDeadline+step, h.stateLog())
+		}
+		if diff := cmp.Diff(viewOfObjects(srv.Objects()), h.viewOf()); diff != "" {
+			t.Errorf("view (-server +consumer):\n%s", diff)
+		}
+		if st := s.State(); st.Phase != wgwatch.PhaseStreaming {
+			t.Errorf("state %s/%s once the handler keeps up again, want Streaming:%s", st.Phase, st.Reason, h.stateLog())
+		}
+	})
 }

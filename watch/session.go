@@ -98,7 +98,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		defer t.Stop()
 		deadline = t.C()
 	}
-	l := liveness{clock: s.clock, short: s.opts.Policy.ShortSession}
+	l := liveness{clock: s.clock, short: s.opts.Policy.ShortSession, idle: s.stall.idle}
 	var check <-chan time.Time
 	var checkTimer clock.Timer
 	defer func() {
@@ -178,17 +178,21 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				goneLive()
 			}
 		}
-		if !got && deadline == nil && check == nil && checked == nil {
-			// A ready event without a multi-way select.
+		if !got {
+			// A ready event without a multi-way select, and whether the
+			// consumer has caught up (for the stall watch).
 			select {
 			case <-done:
 				return ended(CauseClosed, nil)
 			default:
 			}
-			select {
-			case ev, ok = <-results:
-				got = true
-			default:
+			if buf == nil {
+				select {
+				case ev, ok = <-results:
+					got = true
+				default:
+					s.stall.idle()
+				}
 			}
 		}
 		if !got {

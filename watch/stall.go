@@ -6,13 +6,19 @@ import (
 	"time"
 )
 
-// stallWatch notices a [Handler] call that does not return while its
-// session is live (the "handler stuck" rows of "What is published when").
-// A timer looks every TransientGrace/stallSteps: a call arms it, and it
-// disarms itself when it finds no call in progress.
+// stallWatch notices a consumer that does not keep up while its session
+// is live (the "consumer behind" rows of "What is published when"): a
+// [Handler] call that does not return, or calls back to back that never
+// once find the watch with nothing waiting (a backlog the handler does not
+// drain, however fast each call returns). A timer looks every
+// TransientGrace/stallSteps: a call arms it, and it disarms itself when it
+// finds the consumer caught up and no call in progress.
 type stallWatch struct {
 	// calls counts entries and exits: odd while a call is in progress.
 	calls atomic.Uint64
+	// idles counts the times the consumer asked for the next event and
+	// found nothing waiting: it had caught up.
+	idles atomic.Uint64
 	// armed is true while the timer is armed.
 	armed atomic.Bool
 	// stalled is true while a stall is published.
@@ -20,9 +26,10 @@ type stallWatch struct {
 	mu      sync.Mutex
 	running bool
 	timer   stopper
-	// seen is calls when the call in progress was first seen, at since.
-	seen  uint64
-	since time.Time
+	// seen and seenIdles are calls and idles at the last look; since is
+	// when the consumer was first seen busy without catching up since.
+	seen, seenIdles uint64
+	since           time.Time
 }
 
 // stallSteps is how many times within TransientGrace the timer looks.
@@ -56,6 +63,10 @@ func (w *stallWatch) enter(s *Stream) {
 	}
 }
 
+// idle is called when the consumer asks for the next event and finds
+// nothing waiting.
+func (w *stallWatch) idle() { w.idles.Add(1) }
+
 // leave is called after each handler call. It reports whether a stall was
 // published meanwhile: the session's count must then start again.
 func (w *stallWatch) leave() bool {
@@ -75,12 +86,15 @@ func (w *stallWatch) arm(s *Stream) {
 		return
 	}
 	w.armed.Store(true)
-	w.seen, w.since = w.calls.Load(), s.clock.Now()
+	w.seen, w.seenIdles, w.since = w.calls.Load(), w.idles.Load(), s.clock.Now()
 	w.timer = afterFunc(s.clock, s.opts.Policy.TransientGrace/stallSteps, func() { w.check(s) })
 }
 
-// check looks at the call in progress, publishes a stall if it has
-// lasted, and arms the timer again unless no call is in progress.
+// check looks at the consumer: one that has been busy since the last look
+// without once catching up (a call in progress throughout, or calls one
+// after another with events waiting) is behind since w.since, and a stall
+// once that has lasted (the fold decides); one that caught up counts
+// again; the timer is armed again unless the consumer is idle.
 func (w *stallWatch) check(s *Stream) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -88,9 +102,11 @@ func (w *stallWatch) check(s *Stream) {
 		return
 	}
 	p := s.opts.Policy
-	calls, now := w.calls.Load(), s.clock.Now()
+	calls, idles, now := w.calls.Load(), w.idles.Load(), s.clock.Now()
+	busy := calls%2 == 1 || calls != w.seen
 	switch {
-	case calls%2 == 0:
+	case !busy || (idles != w.seenIdles && calls%2 == 0):
+		// Idle: no call since the last look, or caught up and not in one.
 		w.armed.Store(false)
 		w.timer = nil
 		if w.calls.Load()%2 == 0 {
@@ -98,17 +114,20 @@ func (w *stallWatch) check(s *Stream) {
 		}
 		// A call entered while the timer was being disarmed.
 		w.armed.Store(true)
-		w.seen, w.since = w.calls.Load(), now
-	case calls != w.seen:
-		w.seen, w.since = calls, now
+		w.seen, w.seenIdles, w.since = w.calls.Load(), w.idles.Load(), now
+	case idles != w.seenIdles:
+		// Caught up since the last look, and in a call again.
+		w.seen, w.seenIdles, w.since = calls, idles, now
 	default:
 		// Set before the last look, so that a call returning now either
 		// is seen here or finds the stall (earlier ones too) in leave.
 		was := w.stalled.Swap(true)
+		hung := calls == w.seen
+		w.seen = calls
 		switch {
-		case w.calls.Load() != calls:
-			w.seen, w.since = w.calls.Load(), now
-		case s.pub.stuck(w.since):
+		case w.idles.Load() != idles:
+			w.seen, w.seenIdles, w.since = w.calls.Load(), w.idles.Load(), now
+		case s.pub.stuck(w.since, hung):
 			was = true
 		}
 		if !was {

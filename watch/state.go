@@ -56,8 +56,10 @@ const (
 	ReasonProgressDeadlineExceeded Reason = "ProgressDeadlineExceeded"
 	// ReasonHandlerFailed: the consumer's [Handler] returned an error.
 	ReasonHandlerFailed Reason = "HandlerFailed"
-	// ReasonHandlerStalled: a call of the consumer's [Handler] has not
-	// returned for longer than [Policy.TransientGrace], while events wait.
+	// ReasonHandlerStalled: the consumer's [Handler] has been behind its
+	// watch for longer than [Policy.TransientGrace]: a call has not
+	// returned, or its calls have not once found the watch with nothing
+	// waiting (a backlog it does not drain).
 	ReasonHandlerStalled Reason = "HandlerStalled"
 	// ReasonBadEvent: the server sent an event or a list the stream cannot
 	// use (see [CauseBadEvent]).
