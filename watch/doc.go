@@ -92,12 +92,17 @@
 //
 // The consumer is behind while a [Handler] call has not returned, or while
 // its calls follow one another without the stream once finding the watch
-// with nothing waiting: a backlog the handler does not drain, however fast
-// each call is, which a server with a large watch buffer never cuts. How
-// long is counted from when it fell behind, and a consumer behind again
-// before its session went live again is still in the first stall: a
-// handler that hangs on every call needs a human ProgressDeadline after
-// its first. A stall is found within a sixth of TransientGrace. Under one fault,
+// with nothing waiting (once a session has had ShortSession to deliver
+// what the server holds for it): a backlog the handler does not drain,
+// however fast each call is, which a server with a large watch buffer
+// never cuts. How long is counted from the first call since it last
+// caught up, across sessions, and a consumer behind again before its
+// session went live again is still in the first stall: a handler that
+// hangs on every call needs a human ProgressDeadline after its first.
+// "Live" in these rows also covers a stream still Streaming after a live
+// session ended (which publishes nothing) whose consumer fell behind
+// before the ending. A stall is found within a sixth of TransientGrace,
+// and as each threshold is reached. Under one fault,
 // sessions end in different ways (a cut session, a replay after an expiry,
 // a refused connection), and in a controller each publication is a Ready
 // flip, a status write and an Event; so a state a row gives is kept back:

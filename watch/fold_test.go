@@ -449,3 +449,25 @@ func docTable(t *testing.T, header string, n int) []string {
 	t.Fatalf("no table %q in doc.go", header)
 	return nil
 }
+
+// A live session that ends while its consumer is behind publishes
+// nothing: the stream is still Streaming, and the stall the consumer is in
+// since before the ending is published as if the session were live. A
+// consumer that fell behind after the ending is the escalations' to
+// cover.
+func TestBehindAcrossALiveEnding(t *testing.T) {
+	const s = time.Second
+	closedLive := ended(Ending{Stage: StageStream, Cause: CauseClosed, Live: true})
+	f := newFold(false)
+	f.do(fact{kind: factStart})
+	f.do(fact{kind: factLive})
+	behind := f.after(10 * s).at
+	f.after(10 * s).do(closedLive)
+	if _, out := f.after(5 * s).do(fact{kind: factStuck, since: f.at}); len(out) > 0 {
+		t.Errorf("behind since the ending, not live: published %v, want nothing", out)
+	}
+	_, out := f.after(15 * s).do(fact{kind: factStuck, since: behind})
+	if want := []State{{Phase: PhaseBlocked, Reason: ReasonHandlerStalled}}; !cmp.Equal(want, out) {
+		t.Errorf("behind for 30 s since before a live ending: published %v, want %v", out, want)
+	}
+}

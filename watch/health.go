@@ -129,8 +129,11 @@ func (h *health) step(f fact) (v Verdict, out []State) {
 		}
 		h.arm(v.Escalations, f.at)
 	case factStuck:
-		if !h.live {
-			// The escalations cover it.
+		if !h.live && (h.cur.Phase != PhaseStreaming || !f.since.Before(h.base)) {
+			// The escalations cover it: they count from the last ending
+			// or start, and the consumer fell behind since. (A live
+			// session's ending publishes nothing: a consumer behind
+			// from before it is still Streaming, and stalled.)
 			break
 		}
 		// A consumer behind again before its session went live again is

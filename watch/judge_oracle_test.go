@@ -244,6 +244,11 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 			if iv.slot == slotStuck && iv.start <= t && t < to {
 				return min(to, t+transientGrace+stallStep)
 			}
+			// A slow handler's call in progress at t returns a delay
+			// later at most.
+			if iv.slot == slotSlow && iv.start <= t && t < to+iv.delay {
+				return min(t+iv.delay, t+transientGrace+stallStep)
+			}
 		}
 		return t
 	}
@@ -295,8 +300,9 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 			if to < 0 {
 				to = end
 			}
-			// The stream counts ShortSession again once the call returns.
-			stuck = append(stuck, span{From: iv.start, To: to + shortSession})
+			// The stream counts ShortSession again once the call returns
+			// (a slow handler's last call a delay after the fault ends).
+			stuck = append(stuck, span{From: iv.start, To: to + iv.delay + shortSession})
 		}
 	}
 	seenLive := judgekit.Minus(live, stuck)
@@ -402,12 +408,17 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 	// Streaming.
 	var busy []span
 	for _, iv := range w.intervals {
-		if iv.slot.Trouble() {
-			to := iv.end
-			if to < 0 {
-				to = end
-			}
+		to := iv.end
+		if to < 0 {
+			to = end
+		}
+		switch {
+		case iv.slot.Trouble():
 			busy = append(busy, span{From: iv.start, To: to})
+		case iv.slot == slotSlow && iv.delay > judgekit.MaxSlowCall:
+			// A handler slower than keeps up: behind a backlog until its
+			// last call returns.
+			busy = append(busy, span{From: iv.start, To: to + iv.delay})
 		}
 	}
 	for _, a := range w.actions {
@@ -436,6 +447,7 @@ func judge(v *verdict, p *probe, w *world, reqs []watchtest.Request, sc schedule
 		}
 	}
 	bounds = append(bounds, w.actions...)
+	bounds = append(bounds, w.loads...)
 	slices.Sort(bounds)
 	bounds = slices.Compact(bounds)
 	for i := 0; i+1 < len(bounds); i++ {

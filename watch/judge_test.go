@@ -86,6 +86,20 @@ type schedule struct {
 	initial  int
 	steps    []step
 	informer bool
+	// worlds counts what the schedule draws beyond the faults: handlers
+	// slower than keeping up, ones hanging on every call, large watch
+	// buffers, large bursts.
+	worlds worldCounts
+}
+
+// worldCounts counts schedules by what their world holds.
+type worldCounts struct{ slowConsumers, hungHandlers, largeBuffers, largeBursts int }
+
+func (a *worldCounts) add(b worldCounts) {
+	a.slowConsumers += b.slowConsumers
+	a.hungHandlers += b.hungHandlers
+	a.largeBuffers += b.largeBuffers
+	a.largeBursts += b.largeBursts
 }
 
 func (sc schedule) String() string {
@@ -131,8 +145,16 @@ func generate(seed uint64, c *chooser) schedule {
 	if c.Intn(3) == 0 {
 		sc.server.RestartNotReady = c.LogDuration(100*time.Millisecond, 40*time.Second)
 	}
-	if c.Intn(4) == 0 {
+	switch c.Intn(8) {
+	case 0, 1:
 		sc.server.WatchChannelSize = 1 + c.Intn(4)
+	case 2, 3:
+		// What the cacher gives a busy resource: 100 events without a
+		// watch index, 1,000 with one (pods); with small objects the
+		// connection's buffers hold as many more. A slow consumer then
+		// falls far behind before, or without, being cut off.
+		sc.server.WatchChannelSize = []int{100, 1000}[c.Intn(2)]
+		sc.worlds.largeBuffers = 1
 	}
 	sc.stream.DisableWatchList = c.Intn(4) == 0
 	sc.stream.Cursor = []string{"", "", "0", "1", aheadCursor}[c.Intn(5)]
@@ -160,6 +182,11 @@ func generate(seed uint64, c *chooser) schedule {
 			n := 1
 			if c.Intn(4) == 0 {
 				n = 1 + c.Intn(12) // a burst
+				if c.Intn(5) == 0 {
+					// A large one: a rollout, a resync of every object.
+					n = int(c.LogDuration(12, 1000))
+					sc.worlds.largeBursts = 1
+				}
 			}
 			for i := range n {
 				name := names[c.Intn(len(names))]
@@ -176,6 +203,12 @@ func generate(seed uint64, c *chooser) schedule {
 			end := min(at+d, sc.horizon)
 			busy[s] = end + time.Millisecond
 			fl := judgekit.DrawFault(c, s)
+			if s == slotSlow && fl.Delay > judgekit.MaxSlowCall {
+				sc.worlds.slowConsumers = 1
+				if fl.Delay >= time.Minute {
+					sc.worlds.hungHandlers = 1
+				}
+			}
 			iv := &interval{slot: s, human: fl.Human, err: fl.Err, delay: fl.Delay, start: at, end: end}
 			if s == slotStuck {
 				iv.until = end
@@ -291,6 +324,9 @@ type world struct {
 	open      map[slot]*interval
 	intervals []*interval
 	actions   []time.Duration
+	// loads are the writes made while a slow handler was in force: each
+	// may leave it behind, and then caught up again.
+	loads []time.Duration
 	// notReady holds when a restarted apiserver was not ready, and
 	// restartNotReady how long that lasts.
 	notReady        []span
@@ -327,6 +363,9 @@ func (w *world) write(name string, op int) {
 	w.seq++
 	cm := watchtest.ConfigMap(name, "")
 	cm.Data = map[string]string{"seq": strconv.Itoa(w.seq)}
+	if _, slow := w.open[slotSlow]; slow {
+		w.loads = append(w.loads, w.now())
+	}
 	exists := false
 	for _, o := range w.srv.Objects() {
 		if m, _ := meta.Accessor(o); m.GetName() == name {
@@ -720,7 +759,10 @@ func maxInWindow(times []time.Duration, window time.Duration) int {
 }
 
 // TestJudge runs -judge.schedules random schedules (writes of every kind,
-// every fault the simulated server has, slow and stuck handlers, etcd
+// bursts of up to 1,000, every fault the simulated server has, watch
+// buffers from 1 event to the 1,000 of a busy resource, handlers slow by
+// a distribution from a millisecond to minutes a call, some hanging on
+// every call, and stuck ones, etcd
 // snapshots restored with and without a revision bump, durations from
 // milliseconds to hours) against a Stream, and one in four against a
 // client-go informer over Instrument, and checks every invariant of the
@@ -729,6 +771,7 @@ func maxInWindow(times []time.Duration, window time.Duration) int {
 func TestJudge(t *testing.T) {
 	before := runtime.NumGoroutine()
 	var total verdict
+	var worlds worldCounts
 	failed := 0
 	traces := fnv.New64a() // of every schedule's trace hash, in order
 	for i := range *judgeSchedules {
@@ -752,12 +795,15 @@ func TestJudge(t *testing.T) {
 			failed++
 		}
 		total.sum(v)
+		worlds.add(sc.worlds)
 	}
 	runtime.GC()
 	leaks := max(runtime.NumGoroutine()-before, 0)
 	fmt.Printf("judge: schedules=%d failed=%d false_needs_human=%d missed=%d lost=%d ghosts=%d dup=%d dishonest=%d flapping=%d leaks=%d open_watches=%d wrong_options_taken=%d max_replays_per_hour=%d bound=%d max_publications_per_stretch=%d bound=%d\n",
 		*judgeSchedules, failed, total.falseNeedsHuman, total.missed, total.lost, total.ghosts, total.dup+total.cursorBack, total.dishonest, total.flapping, leaks, total.openWatches, total.badOptions,
 		total.replaysPerHour, replayBound(time.Hour), total.publications, maxPublications)
+	fmt.Printf("judge: worlds slow_consumers=%d hung_handlers=%d large_buffers=%d large_bursts=%d\n",
+		worlds.slowConsumers, worlds.hungHandlers, worlds.largeBuffers, worlds.largeBursts)
 	fmt.Printf("judge: trace seeds=%d..%d hash=%016x\n", *judgeSeed, *judgeSeed+uint64(max(*judgeSchedules, 1))-1, traces.Sum64())
 	if leaks > 0 {
 		t.Errorf("%d goroutines more than before the schedules", leaks)

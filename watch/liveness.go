@@ -39,6 +39,9 @@ func (l *liveness) stop() {
 	}
 }
 
+// counting reports whether the count of ShortSession is running.
+func (l *liveness) counting() bool { return l.timer != nil }
+
 // pending reports whether the session is not live and counts towards it.
 func (l *liveness) pending() bool { return l.timer != nil || l.opened }
 

@@ -180,7 +180,9 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		}
 		if !got {
 			// A ready event without a multi-way select, and whether the
-			// consumer has caught up (for the stall watch).
+			// consumer has caught up (for the stall watch): nothing
+			// waiting says so once the session has had ShortSession to
+			// deliver what the server holds for it.
 			select {
 			case <-done:
 				return ended(CauseClosed, nil)
@@ -191,7 +193,9 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				case ev, ok = <-results:
 					got = true
 				default:
-					s.stall.idle()
+					if !l.counting() {
+						s.stall.idle()
+					}
 				}
 			}
 		}

@@ -17,8 +17,13 @@ type stallWatch struct {
 	// calls counts entries and exits: odd while a call is in progress.
 	calls atomic.Uint64
 	// idles counts the times the consumer asked for the next event and
-	// found nothing waiting: it had caught up.
-	idles atomic.Uint64
+	// found nothing waiting: it had caught up. busy is false from then
+	// until the next call, which sets busyFrom (UnixNano) to its start:
+	// when the consumer fell behind, if it does not catch up again. Both
+	// are written on the stream's goroutine only.
+	idles    atomic.Uint64
+	busy     atomic.Bool
+	busyFrom atomic.Int64
 	// armed is true while the timer is armed.
 	armed atomic.Bool
 	// stalled is true while a stall is published.
@@ -27,7 +32,7 @@ type stallWatch struct {
 	running bool
 	timer   stopper
 	// seen and seenIdles are calls and idles at the last look; since is
-	// when the consumer was first seen busy without catching up since.
+	// when the consumer fell behind, as the last look found it.
 	seen, seenIdles uint64
 	since           time.Time
 }
@@ -57,6 +62,10 @@ func (w *stallWatch) stop() {
 
 // enter is called before each handler call.
 func (w *stallWatch) enter(s *Stream) {
+	if !w.busy.Load() {
+		w.busy.Store(true)
+		w.busyFrom.Store(s.clock.Now().UnixNano())
+	}
 	w.calls.Add(1)
 	if !w.armed.Load() {
 		w.arm(s)
@@ -65,7 +74,14 @@ func (w *stallWatch) enter(s *Stream) {
 
 // idle is called when the consumer asks for the next event and finds
 // nothing waiting.
-func (w *stallWatch) idle() { w.idles.Add(1) }
+func (w *stallWatch) idle() {
+	w.idles.Add(1)
+	w.busy.Store(false)
+}
+
+// behindSince is the start of the first call since the consumer last
+// caught up.
+func (w *stallWatch) behindSince() time.Time { return time.Unix(0, w.busyFrom.Load()) }
 
 // leave is called after each handler call. It reports whether a stall was
 // published meanwhile: the session's count must then start again.
@@ -86,7 +102,7 @@ func (w *stallWatch) arm(s *Stream) {
 		return
 	}
 	w.armed.Store(true)
-	w.seen, w.seenIdles, w.since = w.calls.Load(), w.idles.Load(), s.clock.Now()
+	w.seen, w.seenIdles, w.since = w.calls.Load(), w.idles.Load(), w.behindSince()
 	w.timer = afterFunc(s.clock, s.opts.Policy.TransientGrace/stallSteps, func() { w.check(s) })
 }
 
@@ -102,7 +118,7 @@ func (w *stallWatch) check(s *Stream) {
 		return
 	}
 	p := s.opts.Policy
-	calls, idles, now := w.calls.Load(), w.idles.Load(), s.clock.Now()
+	calls, idles := w.calls.Load(), w.idles.Load()
 	busy := calls%2 == 1 || calls != w.seen
 	switch {
 	case !busy || (idles != w.seenIdles && calls%2 == 0):
@@ -114,10 +130,10 @@ func (w *stallWatch) check(s *Stream) {
 		}
 		// A call entered while the timer was being disarmed.
 		w.armed.Store(true)
-		w.seen, w.seenIdles, w.since = w.calls.Load(), w.idles.Load(), now
+		w.seen, w.seenIdles, w.since = w.calls.Load(), w.idles.Load(), w.behindSince()
 	case idles != w.seenIdles:
 		// Caught up since the last look, and in a call again.
-		w.seen, w.seenIdles, w.since = calls, idles, now
+		w.seen, w.seenIdles, w.since = calls, idles, w.behindSince()
 	default:
 		// Set before the last look, so that a call returning now either
 		// is seen here or finds the stall (earlier ones too) in leave.
@@ -126,7 +142,7 @@ func (w *stallWatch) check(s *Stream) {
 		w.seen = calls
 		switch {
 		case w.idles.Load() != idles:
-			w.seen, w.seenIdles, w.since = w.calls.Load(), w.idles.Load(), now
+			w.seen, w.seenIdles, w.since = w.calls.Load(), w.idles.Load(), w.behindSince()
 		case s.pub.stuck(w.since, hung):
 			was = true
 		}
@@ -134,5 +150,13 @@ func (w *stallWatch) check(s *Stream) {
 			w.stalled.Store(false)
 		}
 	}
-	w.timer = afterFunc(s.clock, p.TransientGrace/stallSteps, func() { w.check(s) })
+	// The next look comes a step later, or as a threshold is reached:
+	// a stall is found when it is due.
+	next := p.TransientGrace / stallSteps
+	for _, th := range []time.Duration{p.TransientGrace, p.ProgressDeadline} {
+		if d := w.since.Add(th).Sub(s.clock.Now()); d > 0 && d < next {
+			next = d
+		}
+	}
+	w.timer = afterFunc(s.clock, next, func() { w.check(s) })
 }

@@ -32,7 +32,7 @@ const (
 	SlotInStream  Slot = "watch-list-unsupported" // not trouble: refused by an ERROR event
 	SlotStall     Slot = "stall-cache"
 	SlotHandler   Slot = "handler"
-	SlotSlow      Slot = "slow-handler" // not trouble: slow, never stuck
+	SlotSlow      Slot = "slow-handler" // not trouble of the server's: slow, each call returns
 	SlotStuck     Slot = "stuck-handler"
 )
 
@@ -87,9 +87,14 @@ func TransportErr(err error) error {
 	return &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api/v1/configmaps?resourceVersion=12&watch=true", Err: err}
 }
 
-// MaxSlowCall is the longest a slow handler's call takes: slow, but a
-// burst of a dozen events still drains well within TransientGrace.
-const MaxSlowCall = 500 * time.Millisecond
+// MaxSlowCall is the longest call of a handler that is slow but keeps
+// up: a burst of a dozen events still drains well within TransientGrace.
+// A quarter of the slow handlers drawn are slower, up to MaxHungCall a
+// call: they fall behind a burst, or hang on every call.
+const (
+	MaxSlowCall = 500 * time.Millisecond
+	MaxHungCall = 6 * time.Minute
+)
 
 // Fault is one fault as a generator drew it.
 type Fault struct {
@@ -146,6 +151,13 @@ func DrawFault(c *Chooser, s Slot) Fault {
 		fl.Desc += " " + fl.Err.Error()
 	case SlotSlow:
 		fl.Delay = c.LogDuration(time.Millisecond, MaxSlowCall)
+		switch c.Intn(8) {
+		case 0:
+			fl.Delay = c.LogDuration(MaxSlowCall, MaxHungCall)
+		case 1:
+			// Hangs on every call, each shorter than ProgressDeadline.
+			fl.Delay = c.LogDuration(time.Minute, 5*time.Minute)
+		}
 		fl.Desc += " " + fl.Delay.String()
 	}
 	return fl

@@ -91,8 +91,14 @@ type ServerOptions struct {
 	// per watch (its input and its result channel): a watch whose
 	// consumer leaves more live events than they hold unread is closed
 	// (see the package doc). Defaults to 10, the cacher's size for a
-	// resource without a watch index such as ConfigMaps; pods get up to
-	// 1000.
+	// resource without a watch index such as ConfigMaps while its watch
+	// cache is small. kube-apiserver sizes it from the watch cache's
+	// capacity (a second of its history, from 10 up to 100 without a watch
+	// index and 1000 with one, as for pods watched without a node
+	// selector), and on a real connection the socket and HTTP/2 stream
+	// buffers (4 MiB with Go's client) hold as many more bytes: a burst of
+	// a thousand small objects is not cut off there (the e2e test
+	// TestConsumerFarBehindIsNotStreaming), so set it to 1000 to play one.
 	WatchChannelSize int
 }
 
