@@ -252,6 +252,10 @@ func TestPublishedWhen(t *testing.T) {
 				if diff := cmp.Diff(c.want, got, cmp.AllowUnexported(outcome{})); diff != "" {
 					t.Errorf("published, armed (-want +got):\n%s", diff)
 				}
+				// The row the fold says it matched, as a trace records it.
+				if want := tt.fact + " | " + tt.soFar; f.h.row != want {
+					t.Errorf("the fold matched row %q, want %q", f.h.row, want)
+				}
 			})
 		}
 	}

@@ -33,6 +33,9 @@ type health struct {
 	// pending are the escalations still to come, each due After base.
 	pending []Escalation
 	base    time.Time
+	// row is the row of the package doc's table "What is published when"
+	// that the last step matched ("fact | so far").
+	row string
 }
 
 // factKind is what a driver observed.
@@ -93,6 +96,10 @@ func (h *health) step(f fact) (v Verdict, out []State) {
 	}
 	switch f.kind {
 	case factStart:
+		h.row = "start | replaying"
+		if f.resuming {
+			h.row = "start | resuming from a cursor"
+		}
 		h.hist, h.live, h.replayed, h.stalledAt = newHistory(f.at), false, false, time.Time{}
 		if !h.informer {
 			show(startingState)
@@ -100,18 +107,24 @@ func (h *health) step(f fact) (v Verdict, out []State) {
 		h.arm(startEscalations(h.policy, f.resuming), f.at)
 	case factReplay:
 		h.replayed = true
+		h.row = "replay began | otherwise"
 		if f.initial && h.cur.Phase == PhaseStarting {
+			h.row = "replay began | Starting, never had a cursor"
 			show(State{Phase: PhaseReplaying, Reason: ReasonInitialSync, Message: "the " + h.subject() + " is listing the collection for the first time"})
 		}
 	case factLive:
 		h.live, h.stalledAt = true, time.Time{}
 		h.arm(nil, f.at)
+		h.row = "live | Streaming"
 		if !h.announced || h.cur.Phase != PhaseStreaming {
+			h.row = "live | not Streaming"
 			show(State{Phase: PhaseStreaming, Reason: ReasonWatching, Message: "the " + h.subject() + " is delivering live events"})
 		}
 	case factEnd:
 		e := f.ending
+		h.row = "ended | otherwise"
 		if !h.stalledAt.IsZero() {
+			h.row = "ended | a stall published since live"
 			// Live only until its handler stalled.
 			h.hist, e.Live = newHistory(h.stalledAt), false
 		}
@@ -121,6 +134,7 @@ func (h *health) step(f fact) (v Verdict, out []State) {
 		v = Grade(e, h.policy)
 		h.arm(nil, f.at)
 		if v.Next == NextStop {
+			h.row = "ended | teardown"
 			return v, out
 		}
 		h.hist.record(e, v, f.at)
@@ -129,6 +143,7 @@ func (h *health) step(f fact) (v Verdict, out []State) {
 		}
 		h.arm(v.Escalations, f.at)
 	case factStuck:
+		h.row = "behind | otherwise"
 		if !h.live && (h.cur.Phase != PhaseStreaming || !f.since.Before(h.base)) {
 			// The escalations cover it: they count from the last ending
 			// or start, and the consumer fell behind since. (A live
@@ -149,15 +164,18 @@ func (h *health) step(f fact) (v Verdict, out []State) {
 		p := h.policy
 		switch stuck := f.at.Sub(since); {
 		case stuck >= p.ProgressDeadline:
+			h.row = "behind | live, ProgressDeadline long"
 			h.stalledAt = since
 			show(State{Phase: PhaseBlocked, Reason: ReasonProgressDeadlineExceeded, NeedsHuman: true,
 				Message: fmt.Sprintf("no progress for over %s: the handler %s", p.ProgressDeadline, what)})
 		case stuck >= p.TransientGrace:
+			h.row = "behind | live, TransientGrace long"
 			h.stalledAt = since
 			show(State{Phase: PhaseBlocked, Reason: ReasonHandlerStalled,
 				Message: fmt.Sprintf("the handler %s for over %s", what, p.TransientGrace)})
 		}
 	case factTick:
+		h.row = "tick | an escalation is due"
 		for len(h.pending) > 0 && !f.at.Before(h.base.Add(h.pending[0].After)) {
 			show(h.pending[0].State)
 			h.pending = h.pending[1:]
@@ -246,6 +264,10 @@ type publisher struct {
 	timer   stopper
 	gen     uint64
 
+	// onRow, if set, is told each step's row of the doc's table (a
+	// test's trace; see export_test.go).
+	onRow func(at time.Time, row string)
+
 	// stateMu guards state, which an observer may ask for while told.
 	stateMu sync.Mutex
 	state   State
@@ -303,6 +325,9 @@ func (p *publisher) stepLocked(f fact) Verdict {
 		f.ending.Duration = f.at.Sub(f.since)
 	}
 	v, out := p.h.step(f)
+	if p.onRow != nil {
+		p.onRow(f.at, p.h.row)
+	}
 	if f.kind == factEnd {
 		e := f.ending
 		p.observer.SessionEnded(SessionEnd{Stream: p.h.name, Resource: p.h.resource, Verdict: v,

@@ -179,7 +179,7 @@ func TestProductiveSessionsEndingInErrorStayHealthy(t *testing.T) {
 // informer's store and the instrumented ListerWatcher's State too.
 func runInformer(t *testing.T, lw cache.ListerWatcher, p *probe) (stop func(), store cache.Store, state func() wgwatch.State) {
 	t.Helper()
-	return runSeededInformer(t, lw, p, nil, p, nil)
+	return runSeededInformer(t, lw, p, nil, p, nil, nil)
 }
 
 // client-go's reflector tries a watch-list on every ListAndWatch; a server

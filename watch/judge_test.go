@@ -486,6 +486,14 @@ func play(t *testing.T, sc schedule) (v verdict) {
 			// error the docs name, before any request.
 			refusesWrongOptions(&v, srv, p, sc)
 		}
+		// The fold's rows, for the trace.
+		var rowsMu sync.Mutex
+		var rows []stamped[string]
+		onRow := func(at time.Time, row string) {
+			rowsMu.Lock()
+			defer rowsMu.Unlock()
+			rows = append(rows, stamped[string]{at.Sub(w.start), row})
+		}
 		var stop func()
 		var store cache.Store
 		var stateOf func() wgwatch.State
@@ -497,7 +505,7 @@ func play(t *testing.T, sc schedule) (v verdict) {
 		var errorLogs atomic.Int64
 		if sc.informer {
 			stop, store, stateOf = runSeededInformer(t, srv, p, rand.New(rand.NewPCG(sc.seed, 3)).Float64,
-				wgwatch.Observers(p, ready), wgwatch.WatchErrorLogger(logr.New(errorSink{&errorLogs}), wgwatch.LogOptions{}))
+				wgwatch.Observers(p, ready), wgwatch.WatchErrorLogger(logr.New(errorSink{&errorLogs}), wgwatch.LogOptions{}), onRow)
 		} else {
 			opts := sc.stream
 			// Through Observers, as a controller wires its metrics and
@@ -521,6 +529,7 @@ func play(t *testing.T, sc schedule) (v verdict) {
 			// The stream's jitter from the schedule's seed: a failed
 			// schedule replays exactly.
 			wgwatch.SetStreamRand(s, rand.New(rand.NewPCG(sc.seed, 2)).Float64)
+			wgwatch.SetFoldTrace(s, onRow)
 			w.stream = s
 			stateOf = s.State
 			stop = runStream(t, s)
@@ -618,7 +627,9 @@ func play(t *testing.T, sc schedule) (v verdict) {
 		stop()
 		// Stopped, the consumer holds no watch open on the server.
 		synctest.Wait()
-		v.trace = traceOf(p, srv.Requests(), w.start)
+		rowsMu.Lock()
+		v.trace = traceOf(p, srv.Requests(), w.start, rows)
+		rowsMu.Unlock()
 		if n := srv.OpenWatches(); n > 0 {
 			v.add(&v.openWatches, "%d watches still open on the server after the consumer stopped", n)
 		}

@@ -20,21 +20,28 @@ import (
 )
 
 // A schedule's trace is what its consumer observed, one fact a line, each
-// stamped with its virtual time since the bubble began: every State
+// stamped with its virtual time since the bubble began: the row of the
+// package doc's table "What is published when" that each fact the stream
+// or informer observed matched ("fold ended | otherwise"), every State
 // published, every session ending, and every request the simulated server
-// saw. A seed must replay exactly: TestJudgeReplay plays seeds twice and
+// saw: a failed schedule's trace names the row whose state broke the
+// invariant. A seed must replay exactly: TestJudgeReplay plays seeds twice and
 // compares their traces' hashes, and a failed schedule prints its trace
 // (the facts a regression row is made of) and its hash.
 
-// traceOf returns the trace of a play: p's states and endings and the
-// server's requests reqs, in the order of their times (at one instant,
-// states, then endings, then requests, each in the order they came).
-func traceOf(p *probe, reqs []watchtest.Request, start time.Time) []string {
+// traceOf returns the trace of a play: the fold's rows, p's states and
+// endings and the server's requests reqs, in the order of their times (at
+// one instant, rows, then states, then endings, then requests, each in
+// the order they came).
+func traceOf(p *probe, reqs []watchtest.Request, start time.Time, rows []stamped[string]) []string {
 	type fact struct {
 		at   time.Duration
 		line string
 	}
 	var facts []fact
+	for _, r := range rows {
+		facts = append(facts, fact{r.at, "fold " + r.v})
+	}
 	c := p.counts()
 	for _, s := range c.states {
 		facts = append(facts, fact{s.at, fmt.Sprintf("state %s/%s human=%v %q", s.v.Phase, s.v.Reason, s.v.NeedsHuman, s.v.Message)})
@@ -128,7 +135,8 @@ func TestJudgeReplay(t *testing.T) {
 
 // runSeededInformer is runInformer with the instrumented ListerWatcher's
 // jitter drawn from r, so that a schedule replays exactly.
-func runSeededInformer(t *testing.T, lw cache.ListerWatcher, p *probe, r func() float64, obs wgwatch.Observer, onError cache.WatchErrorHandlerWithContext) (stop func(), store cache.Store, state func() wgwatch.State) {
+func runSeededInformer(t *testing.T, lw cache.ListerWatcher, p *probe, r func() float64, obs wgwatch.Observer, onError cache.WatchErrorHandlerWithContext,
+	onRow func(time.Time, string)) (stop func(), store cache.Store, state func() wgwatch.State) {
 	t.Helper()
 	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{Resource: configmaps, Observer: obs})
 	if err != nil {
@@ -136,6 +144,9 @@ func runSeededInformer(t *testing.T, lw cache.ListerWatcher, p *probe, r func() 
 	}
 	if r != nil {
 		wgwatch.SetInstrumentRand(ilw, r)
+	}
+	if onRow != nil {
+		wgwatch.SetInstrumentFoldTrace(ilw, onRow)
 	}
 	inf := cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{})
 	if onError != nil {
