@@ -270,7 +270,10 @@
 // could publish Blocked for an outage that had healed. Until the trouble
 // is published, Instrument retries a List or watch open refused so inside
 // the call, with a Stream's backoff and its look before the escalation,
-// making no more requests than the reflector would. It cannot shorten the
+// each wait at most 2 s: the informer catches up within 2 s of the
+// apiserver accepting connections again (a refused connection costs the
+// server nothing; a doubling wait had it catch up up to 16 s later). It
+// cannot shorten the
 // reflector's wait between rounds (it relists after every watch that ends
 // in an error or a 410, after a delay that grows from 0.8 s to 30 s until
 // two minutes pass without one), so an informer through outages less than

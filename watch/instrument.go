@@ -211,10 +211,16 @@ func (i *InstrumentedListerWatcher) again(ctx context.Context, err error, v Verd
 		return false
 	}
 	i.mu.Lock()
-	d := backoffWait(v, &i.backoff, 3*i.opts.Policy.ShortSession, i.rand)
+	d := min(backoffWait(v, &i.backoff, 3*i.opts.Policy.ShortSession, i.rand), refusedRetryCap)
 	i.mu.Unlock()
 	return sleep(ctx, i.clock, d)
 }
+
+// refusedRetryCap is the longest Instrument waits before it makes a call
+// refused a connection again itself (see Informers in the package doc): an
+// informer catches up within it of the apiserver accepting connections
+// again. A refused connection costs the server nothing.
+const refusedRetryCap = 2 * time.Second
 
 // end grades one session ending and reports it.
 func (i *InstrumentedListerWatcher) end(ctx context.Context, r result, start time.Time) Verdict {
