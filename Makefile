@@ -156,7 +156,9 @@ unit:
 # API server, a graded Stream and an informer over Instrument, every
 # invariant of the watch package doc checked against each schedule's
 # ground truth (about 2 minutes on 2 cores for 5,000 schedules of hours of
-# virtual time each). Then TestJudgeReplay plays 20 seeds twice each and
+# virtual time each), and a line counting the worlds beyond faults the
+# schedules drew ("judge: worlds slow_consumers=... hung_handlers=...
+# large_buffers=... large_bursts=..."). Then TestJudgeReplay plays 20 seeds twice each and
 # compares what the consumer observed ("judge: replay seeds=20
 # identical=K"): a seed must replay exactly for -judge.seed to reproduce a
 # failure.
@@ -247,7 +249,7 @@ SCENARIO_JOBS ?= 4
 POOL_DIR      := $(CURDIR)/bin/pool
 POOL_FILTER   := ^ *(e2e:|demo:)|^(--- |    --- |FAIL)|_test\.go:[0-9]+:
 # The longest tests, longest first: they start first.
-POOL_FIRST    := TestKubebuilder TestRestartsAreQuiet TestInformerOutage TestControllerRuntimeInformerOutage TestSteadyCutsDoNotFlap \
+POOL_FIRST    := TestKubebuilder TestConsumerFarBehindIsNotStreaming TestRestartsAreQuiet TestInformerOutage TestControllerRuntimeInformerOutage TestSteadyCutsDoNotFlap \
 	TestDemoTellsTheStoryInBothModes TestInformers TestAPIServerOutage TestRoutineCloses TestParity
 E2E_SUITE         := e2e;internal/e2e/scenarios;$(CURDIR)/bin/e2e.test;.;;$(E2E_LOG);$(POOL_FILTER)
 EXAMPLES_SUITE    := examples;examples/e2e;$(CURDIR)/bin/examples-e2e.test;.;^TestKubebuilder$$;$(CURDIR)/examples.log;$(POOL_FILTER)

@@ -197,7 +197,7 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 	}
 	g := &gradedWatch{
 		parent: i, inner: w, ctx: ctx, start: start, replay: replay,
-		result: make(chan apiwatch.Event, forwardBuffer), stop: make(chan struct{}),
+		result: make(chan apiwatch.Event, forwardBuffer), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go g.forward()
 	return g, nil
@@ -250,21 +250,28 @@ type gradedWatch struct {
 	result   chan apiwatch.Event
 	stop     chan struct{}
 	stopOnce sync.Once
+	// done is closed once the forwarding goroutine has reported the
+	// watch's ending.
+	done chan struct{}
 }
 
-// Stop stops the wrapped watch; the forwarding goroutine then closes the
-// result channel. Safe to call more than once.
+// Stop stops the wrapped watch and returns once the forwarding goroutine
+// has reported its ending and closed the result channel, so that an
+// informer's teardown is reported before its Run returns. Safe to call
+// more than once.
 func (g *gradedWatch) Stop() {
 	g.stopOnce.Do(func() {
 		close(g.stop)
 		g.inner.Stop()
 	})
+	<-g.done
 }
 
 // ResultChan returns the forwarded events.
 func (g *gradedWatch) ResultChan() <-chan apiwatch.Event { return g.result }
 
 func (g *gradedWatch) forward() {
+	defer close(g.done)
 	defer close(g.result)
 	defer g.inner.Stop()
 	r, graded := g.pump()

@@ -164,7 +164,8 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		r.cause, r.err = cause, err
 		return r
 	}
-	first := true
+	// delivered is true once the session has had an event or a bookmark.
+	first, delivered := true, false
 	done, results := ctx.Done(), w.ResultChan()
 	// checked receives the answer of a check in flight.
 	var checked chan checkResult
@@ -181,8 +182,9 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		if !got {
 			// A ready event without a multi-way select, and whether the
 			// consumer has caught up (for the stall watch): nothing
-			// waiting says so once the session has had ShortSession to
-			// deliver what the server holds for it.
+			// waiting says so once the session has delivered something,
+			// or has had ShortSession to (a resume's backlog comes a
+			// request later).
 			select {
 			case <-done:
 				return ended(CauseClosed, nil)
@@ -193,7 +195,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 				case ev, ok = <-results:
 					got = true
 				default:
-					if !l.counting() {
+					if delivered || !l.counting() {
 						s.stall.idle()
 					}
 				}
@@ -245,6 +247,7 @@ func (s *Stream) consume(ctx, sctx context.Context, w apiwatch.Interface, buf *r
 		if !ok {
 			return ended(CauseClosed, nil)
 		}
+		delivered = true
 		wasFirst := first
 		first = false
 		switch ev.Type {

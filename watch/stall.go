@@ -32,13 +32,26 @@ type stallWatch struct {
 	running bool
 	timer   stopper
 	// seen and seenIdles are calls and idles at the last look; since is
-	// when the consumer fell behind, as the last look found it.
-	seen, seenIdles uint64
-	since           time.Time
+	// when the consumer fell behind, as a look found it, and sinceCalls
+	// calls then.
+	seen, seenIdles, sinceCalls uint64
+	since                       time.Time
+}
+
+// from records a look that found calls and idles, the consumer behind
+// since behindSince. Called with w.mu held.
+func (w *stallWatch) from(calls, idles uint64) {
+	w.seen, w.seenIdles, w.sinceCalls, w.since = calls, idles, calls, w.behindSince()
 }
 
 // stallSteps is how many times within TransientGrace the timer looks.
 const stallSteps = 6
+
+// lookOffset keeps the timer's looks off the instants of the stream's own
+// timers (whole and half seconds from a session's open, a call's start):
+// a look at the instant the stream acts could see it before or after, and
+// under a simulated clock a history would not replay exactly.
+const lookOffset = 1013 * time.Microsecond
 
 // start lets the timer run; stop stops it, and nothing is published after
 // it returns.
@@ -102,8 +115,28 @@ func (w *stallWatch) arm(s *Stream) {
 		return
 	}
 	w.armed.Store(true)
-	w.seen, w.seenIdles, w.since = w.calls.Load(), w.idles.Load(), w.behindSince()
-	w.timer = afterFunc(s.clock, s.opts.Policy.TransientGrace/stallSteps, func() { w.check(s) })
+	w.from(w.calls.Load(), w.idles.Load())
+	// The consumer may have fallen behind before this call: the first
+	// look comes a moment later if a threshold is past.
+	w.timer = afterFunc(s.clock, w.nextLook(s, true), func() { w.check(s) })
+}
+
+// nextLook is when the timer looks next: a step later, or as a threshold
+// is reached, so that a stall is found when it is due; with first, a
+// moment later for a threshold already past. Called with w.mu held.
+func (w *stallWatch) nextLook(s *Stream, first bool) time.Duration {
+	p := s.opts.Policy
+	next := p.TransientGrace/stallSteps + lookOffset
+	for _, th := range []time.Duration{p.TransientGrace, p.ProgressDeadline} {
+		d := w.since.Add(th + lookOffset).Sub(s.clock.Now())
+		if first {
+			d = max(d, lookOffset)
+		}
+		if d < next && (d > 0 || first) {
+			next = d
+		}
+	}
+	return next
 }
 
 // check looks at the consumer: one that has been busy since the last look
@@ -117,7 +150,6 @@ func (w *stallWatch) check(s *Stream) {
 	if !w.running {
 		return
 	}
-	p := s.opts.Policy
 	calls, idles := w.calls.Load(), w.idles.Load()
 	busy := calls%2 == 1 || calls != w.seen
 	switch {
@@ -130,19 +162,20 @@ func (w *stallWatch) check(s *Stream) {
 		}
 		// A call entered while the timer was being disarmed.
 		w.armed.Store(true)
-		w.seen, w.seenIdles, w.since = w.calls.Load(), w.idles.Load(), w.behindSince()
+		w.from(w.calls.Load(), w.idles.Load())
 	case idles != w.seenIdles:
 		// Caught up since the last look, and in a call again.
-		w.seen, w.seenIdles, w.since = calls, idles, w.behindSince()
+		w.from(calls, idles)
 	default:
 		// Set before the last look, so that a call returning now either
 		// is seen here or finds the stall (earlier ones too) in leave.
 		was := w.stalled.Swap(true)
-		hung := calls == w.seen
+		// Hung: in the call it was in when it fell behind.
+		hung := calls == w.sinceCalls
 		w.seen = calls
 		switch {
 		case w.idles.Load() != idles:
-			w.seen, w.seenIdles, w.since = w.calls.Load(), w.idles.Load(), w.behindSince()
+			w.from(w.calls.Load(), w.idles.Load())
 		case s.pub.stuck(w.since, hung):
 			was = true
 		}
@@ -150,13 +183,5 @@ func (w *stallWatch) check(s *Stream) {
 			w.stalled.Store(false)
 		}
 	}
-	// The next look comes a step later, or as a threshold is reached:
-	// a stall is found when it is due.
-	next := p.TransientGrace / stallSteps
-	for _, th := range []time.Duration{p.TransientGrace, p.ProgressDeadline} {
-		if d := w.since.Add(th).Sub(s.clock.Now()); d > 0 && d < next {
-			next = d
-		}
-	}
-	w.timer = afterFunc(s.clock, next, func() { w.check(s) })
+	w.timer = afterFunc(s.clock, w.nextLook(s, false), func() { w.check(s) })
 }

@@ -32,6 +32,12 @@ type parityFamily struct {
 	play func(ctx context.Context, b parityBackend) []string
 }
 
+// paritySim configures the simulated server of the families that play
+// what a server option models; the others get the defaults.
+var paritySim = map[string]watchtest.ServerOptions{
+	"slow-consumer-small-objects": {WatchChannelSize: 1000},
+}
+
 // parityBackend is what a family needs of a server.
 type parityBackend interface {
 	list(ctx context.Context, opts metav1.ListOptions) (*corev1.ConfigMapList, error)
@@ -68,7 +74,7 @@ func TestParity(t *testing.T) {
 		real := f.play(t.Context(), &realBackend{c: c, client: client, ns: ns})
 		var sim []string
 		synctest.Test(t, func(t *testing.T) {
-			s := watchtest.NewServer(watchtest.ServerOptions{})
+			s := watchtest.NewServer(paritySim[f.name])
 			sim = f.play(t.Context(), &simBackend{s: s})
 			s.CloseWatches()
 		})
@@ -260,6 +266,31 @@ func parityFamilies() []parityFamily {
 			}
 			closed := len(events) > 0 && events[len(events)-1] == "closed"
 			return append(got, fmt.Sprintf("cut=%v errors=%d", closed && len(events)-1 < n, errs))
+		}},
+		// A burst of a thousand small objects a consumer leaves unread:
+		// the connection's buffers hold it, so the server does not cut
+		// the watch, as the simulator with a buffer of 1,000 events (its
+		// WatchChannelSize doc; TestConsumerFarBehindIsNotStreaming).
+		{"slow-consumer-small-objects", func(ctx context.Context, b parityBackend) []string {
+			w, err := b.watch(ctx, metav1.ListOptions{ResourceVersion: b.current(ctx)})
+			got := opened(err)
+			if err != nil {
+				return got
+			}
+			const n = 1000
+			for i := range n {
+				b.write(ctx, fmt.Sprintf("small%04d", i))
+			}
+			time.Sleep(2 * time.Second)
+			events := drain(w, 5*time.Second)
+			closed := len(events) > 0 && events[len(events)-1] == "closed"
+			added := 0
+			for _, e := range events {
+				if strings.HasPrefix(e, "ADDED") {
+					added++
+				}
+			}
+			return append(got, fmt.Sprintf("cut=%v added=%d", closed && added < n, added))
 		}},
 	}
 }
