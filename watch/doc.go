@@ -118,7 +118,7 @@
 // Instrument cannot follow what an informer's reflector decides for
 // itself: it adds no cursor check, replay spread or budget, session cap
 // or stall watch, and the reflector retries with its own backoff, except
-// on a refused connection (see Informers).
+// on a connection refused or reset (see Informers).
 //
 // # A server behind the cursor
 //
@@ -265,19 +265,23 @@
 // reported to an [Observer], while the informer keeps its own retries. Its
 // relist is its replay.
 //
-// One retry is Instrument's own: the reflector's backoff for a refused
-// connection (an apiserver restarting) doubles up to 30 s, so the informer
-// could publish Blocked for an outage that had healed. Until the trouble
-// is published, Instrument retries a List or watch open refused so inside
-// the call, with a Stream's backoff and its look before the escalation,
-// each wait at most 2 s: the informer catches up within 2 s of the
-// apiserver accepting connections again (a refused connection costs the
-// server nothing; a doubling wait had it catch up up to 16 s later). It
-// cannot shorten the
-// reflector's wait between rounds (it relists after every watch that ends
-// in an error or a 410, after a delay that grows from 0.8 s to 30 s until
-// two minutes pass without one), so an informer through outages less than
-// two minutes apart may publish Replaying, its cache indeed behind.
+// One retry is Instrument's own: the reflector's backoff for a connection
+// refused or reset (an apiserver restarting, behind a proxy or a load
+// balancer too) doubles up to 30 s, so the informer could publish Blocked
+// for an outage that had healed, or Replaying for the relist that follows
+// a restart, its resume expired by the new apiserver's empty watch cache.
+// Until the trouble is published, Instrument retries a List or watch open
+// refused or reset so inside the call, with a Stream's backoff and its
+// look before the escalation: an informer through such an outage and a
+// restart publishes nothing, as a stream does (see Bounds). A refused
+// connection costs the server nothing, so its waits are at most 2 s: the
+// informer catches up within 2 s of the apiserver accepting connections
+// again (a doubling wait had it catch up up to 16 s later). It cannot
+// shorten the reflector's wait between rounds (it relists after every
+// watch that ends in an error or a 410, after a delay that grows from
+// 0.8 s to 30 s until two minutes pass without one), so an informer
+// through outages less than two minutes apart may publish Replaying, its
+// cache indeed behind.
 //
 // client-go's default watch error handler logs every failed list or watch
 // at error level; [WatchErrorLogger] grades these logs as Grade grades

@@ -3,7 +3,10 @@ package watch_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/url"
 	"slices"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -107,4 +110,41 @@ func TestInformerCatchesUpSoonAfterRefusedConnections(t *testing.T) {
 		})
 	}
 	t.Logf("slowest catch-up after the outage: %v", worst)
+}
+
+// An apiserver restart seen as an outage of reset connections (behind a
+// proxy or a load balancer), its new watch cache empty so that the
+// informer's resume expires: for an outage within the package doc's bound
+// (TransientGrace less twice the time to go live again: 20 s) the informer
+// publishes nothing. The reflector's own backoff, doubling through the
+// outage, kept it away from the server that was back, and from 17 s on it
+// published Blocked (or Replaying for the relist); Instrument now retries
+// a reset connection inside the call, as a refused one.
+func TestInformerQuietThroughResetsAndARestart(t *testing.T) {
+	reset := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api/v1/configmaps?watch=true",
+		Err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}}
+	for outage := 5 * time.Second; outage < 20*time.Second; outage += 3 * time.Second {
+		for seed := range uint64(4) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newServer(t, watchtest.ServerOptions{}, "a")
+				p := newProbe()
+				stop, store, _ := runSeededInformer(t, srv, p, rand.New(rand.NewPCG(seed, 11)).Float64, p, nil, nil)
+				time.Sleep(time.Minute)
+				srv.SetFaults(watchtest.Faults{Err: reset})
+				srv.CloseWatches()
+				time.Sleep(outage)
+				srv.Restart()
+				srv.SetFaults(watchtest.Faults{})
+				_, _ = srv.Create(watchtest.ConfigMap("b", ""))
+				time.Sleep(2 * time.Minute)
+				stop()
+				if c := p.counts(); len(c.states) > 2 {
+					t.Errorf("outage %v, seed %d: published %d states, want the first sync's 2 only:%s", outage, seed, len(c.states), p.stateLog())
+				}
+				if n := len(store.List()); n != 2 {
+					t.Errorf("outage %v, seed %d: the informer's store has %d objects, want 2", outage, seed, n)
+				}
+			})
+		}
+	}
 }

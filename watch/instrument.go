@@ -39,7 +39,7 @@ type InstrumentOptions struct {
 // from, so that every List, watch open and session end of that informer
 // is graded and reported as a [Stream]'s are (see Informers in the package
 // doc). Results, errors and events pass through as they are, and the
-// informer keeps its own retries except for a refused connection. The
+// informer keeps its own retries except for a connection refused or reset. The
 // reflector's fallback from a watch-list that failed to a LIST in the
 // same attempt ends no session (the LIST ends it), nor do events the
 // reflector skips. Each open watch is forwarded by one goroutine, through
@@ -207,12 +207,16 @@ func (i *InstrumentedListerWatcher) WatchWithContext(ctx context.Context, option
 // again here after a Stream's wait rather than handed to the reflector
 // (see Informers in the package doc).
 func (i *InstrumentedListerWatcher) again(ctx context.Context, err error, v Verdict) bool {
-	if v.Next == NextStop || v.Publish || !utilnet.IsConnectionRefused(err) {
+	refused := utilnet.IsConnectionRefused(err)
+	if v.Next == NextStop || v.Publish || !(refused || utilnet.IsConnectionReset(err)) {
 		return false
 	}
 	i.mu.Lock()
-	d := min(backoffWait(v, &i.backoff, 3*i.opts.Policy.ShortSession, i.rand), refusedRetryCap)
+	d := backoffWait(v, &i.backoff, 3*i.opts.Policy.ShortSession, i.rand)
 	i.mu.Unlock()
+	if refused {
+		d = min(d, refusedRetryCap)
+	}
 	return sleep(ctx, i.clock, d)
 }
 

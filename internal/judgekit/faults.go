@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -78,6 +79,11 @@ var TransientErrs = []func(c *Chooser) error{
 	func(*Chooser) error { return apierrors.NewServerTimeout(configmaps, "list", 2) },
 	func(*Chooser) error {
 		return TransportErr(&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "kubernetes.default.svc", IsNotFound: true}})
+	},
+	// A connection reset: an apiserver restarting behind a proxy or a
+	// load balancer.
+	func(*Chooser) error {
+		return TransportErr(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})
 	},
 }
 

@@ -90,16 +90,18 @@ type ServerOptions struct {
 	// WatchChannelSize is the size of each of the cacher's two buffers
 	// per watch (its input and its result channel): a watch whose
 	// consumer leaves more live events than they hold unread is closed
-	// (see the package doc). Defaults to 10, the cacher's size for a
-	// resource without a watch index such as ConfigMaps while its watch
-	// cache is small. kube-apiserver sizes it from the watch cache's
-	// capacity (a second of its history, from 10 up to 100 without a watch
-	// index and 1000 with one, as for pods watched without a node
-	// selector), and on a real connection the socket and HTTP/2 stream
-	// buffers (4 MiB with Go's client) hold as many more bytes: a burst of
-	// a thousand small objects is not cut off there (the e2e test
+	// (see the package doc). Defaults to the kube-apiserver's size for a
+	// watch, decided as it opens: a second of the watch cache's history
+	// (the events it holds over 75 s), at least 10 and at most 100, or
+	// 1000 with WatchIndexed. 10 while the cache holds under 750 events.
+	// On a real connection the socket and HTTP/2 stream buffers (4 MiB
+	// with Go's client) hold as many more bytes: a burst of a thousand
+	// small objects is not cut off there (the e2e tests TestParity and
 	// TestConsumerFarBehindIsNotStreaming), so set it to 1000 to play one.
 	WatchChannelSize int
+	// WatchIndexed models a resource the cacher has a watch index for
+	// (pods, by node): a watch's buffers may grow to 1000 events.
+	WatchIndexed bool
 }
 
 // Latency is a [Server]'s model of how long answers take: a LIST answers
@@ -352,9 +354,6 @@ func NewServer(opts ServerOptions) *Server {
 	}
 	if opts.CompactionInterval == 0 {
 		opts.CompactionInterval = 5 * time.Minute
-	}
-	if opts.WatchChannelSize <= 0 {
-		opts.WatchChannelSize = 10
 	}
 	return &Server{
 		opts:     opts,

@@ -652,3 +652,43 @@ func TestServerCompactsEveryFiveMinutes(t *testing.T) {
 		}
 	})
 }
+
+// TestServerSizesWatchBuffersAsTheCacher: a watch's buffers are a second
+// of the watch cache's history (what it holds over 75 s), from 10 to 100,
+// or to 1000 with a watch index: a slow consumer opened while the cache
+// holds 3,000 recent events is cut off after the 40 of its result buffer
+// (3,000 / 75), and one of an indexed resource whose cache holds 90,000
+// after 1000; with the cache quiet, after 10.
+func TestServerSizesWatchBuffersAsTheCacher(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		opts    watchtest.ServerOptions
+		history int
+		want    int
+	}{
+		{"a quiet cache", watchtest.ServerOptions{}, 0, 10},
+		{"3,000 events in the window", watchtest.ServerOptions{}, 3000, 40},
+		{"90,000 events, no watch index", watchtest.ServerOptions{}, 90000, 100},
+		{"90,000 events, a watch index", watchtest.ServerOptions{WatchIndexed: true}, 90000, 1000},
+		{"set by the option", watchtest.ServerOptions{WatchChannelSize: 3}, 3000, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tt.opts.Latency.Off = true
+				s := watchtest.NewServer(tt.opts)
+				for i := range tt.history {
+					ok(t)(s.Create(watchtest.ConfigMap(fmt.Sprint("h", i), "")))
+				}
+				slow := watchFrom(t, s, s.ResourceVersion())
+				for i := range 2500 {
+					ok(t)(s.Create(watchtest.ConfigMap(fmt.Sprint("o", i), "")))
+				}
+				time.Sleep(time.Second)
+				got, closed := pending(slow)
+				if !closed || len(got) != tt.want {
+					t.Errorf("slow consumer got %d events, closed %v; want the %d of its result buffer, then a close", len(got), closed, tt.want)
+				}
+			})
+		})
+	}
+}

@@ -2,6 +2,7 @@ package watchtest
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +21,8 @@ type serverWatch struct {
 	s   *Server
 	ctx context.Context
 	req *Request
+	// size is the cacher's buffers' size for this watch.
+	size int
 	// deadline is when the server ends the watch: its timeout counts
 	// from the request.
 	deadline time.Time
@@ -66,12 +69,33 @@ type queued struct {
 	backlog bool
 }
 
+// watchChannelSizeLocked is the size of a new watch's buffers: the
+// server's WatchChannelSize, or as the cacher sizes them
+// (suggestedWatchChannelSize): a second of the watch cache's history,
+// what it holds over the 75 s it keeps events for, from 10 to 100, or
+// 1000 with a watch index.
+func (s *Server) watchChannelSizeLocked() int {
+	if n := s.opts.WatchChannelSize; n > 0 {
+		return n
+	}
+	held := max(s.opts.WatchCacheSize, s.cacheIndexLocked()-s.windowStart)
+	hi := 100
+	if s.opts.WatchIndexed {
+		hi = 1000
+	}
+	return min(max(int(math.Ceil(float64(held)/eventFreshSeconds)), 10), hi)
+}
+
+// eventFreshSeconds is how long the cacher's sizing takes its watch cache
+// to keep events: a watch's buffer holds a second of that history.
+const eventFreshSeconds = 75
+
 func (s *Server) newWatchLocked(ctx context.Context, options metav1.ListOptions, req *Request, now time.Time) *serverWatch {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	return &serverWatch{
-		s: s, ctx: ctx, req: req,
+		s: s, ctx: ctx, req: req, size: s.watchChannelSizeLocked(),
 		deadline:  now.Add(s.deadlineLocked(options)),
 		bookmarks: options.AllowWatchBookmarks,
 		result:    make(chan watch.Event),
@@ -93,9 +117,9 @@ func (w *serverWatch) ResultChan() <-chan watch.Event { return w.result }
 // initial events are through it.
 func (w *serverWatch) capacityLocked() int {
 	if w.initialLeft > 0 {
-		return w.s.opts.WatchChannelSize
+		return w.size
 	}
-	return 2 * w.s.opts.WatchChannelSize
+	return 2 * w.size
 }
 
 // pushLocked queues a change, unless the watch has delivered past it.
@@ -194,7 +218,7 @@ func (w *serverWatch) checkLocked() {
 		w.s.budget = min(maxDispatchBudget, w.s.budget+w.budget)
 		return
 	}
-	keep := min(len(w.queue), w.s.opts.WatchChannelSize)
+	keep := min(len(w.queue), w.size)
 	w.queue = w.queue[:keep]
 	w.closing = true
 	w.req.CutOff = true
