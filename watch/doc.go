@@ -270,8 +270,10 @@
 // balancer too) doubles up to 30 s, so the informer could publish Blocked
 // for an outage that had healed, or Replaying for the relist that follows
 // a restart, its resume expired by the new apiserver's empty watch cache.
-// Until the trouble is published, Instrument retries a List or watch open
-// refused or reset so inside the call, with a Stream's backoff and its
+// (client-go's REST client retries a GET whose connection was reset
+// itself, up to 10 times a second apart; what it gives up on reaches the
+// reflector.) Until the trouble is published, Instrument retries a List
+// or watch open refused or reset so inside the call, with a Stream's backoff and its
 // look before the escalation: an informer through such an outage and a
 // restart publishes nothing, as a stream does (see Bounds). A refused
 // connection costs the server nothing, so its waits are at most 2 s: the

@@ -119,7 +119,10 @@ func TestInformerCatchesUpSoonAfterRefusedConnections(t *testing.T) {
 // publishes nothing. The reflector's own backoff, doubling through the
 // outage, kept it away from the server that was back, and from 17 s on it
 // published Blocked (or Replaying for the relist); Instrument now retries
-// a reset connection inside the call, as a refused one.
+// a reset connection inside the call, as a refused one. (The simulated
+// server answers a reset at once; client-go's REST client would first
+// retry it itself, 10 times a second apart: the e2e test
+// TestInformerThroughResetsAndARestart plays that on a real server.)
 func TestInformerQuietThroughResetsAndARestart(t *testing.T) {
 	reset := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api/v1/configmaps?watch=true",
 		Err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}}
