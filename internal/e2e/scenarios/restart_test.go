@@ -192,15 +192,29 @@ func seenRV(p *probe, rv string) bool {
 // Instrument cannot shorten (see the watch package's doc, Informers).
 func TestInformerOutage(t *testing.T) {
 	c := harness.Start(t, harness.Options{})
+	downs, published, failed := informerOutages(t, c, "informer-outage", c.StopAPIServer, 5*time.Second, 10*time.Second, 17*time.Second)
+	fmt.Printf("e2e: informer-outage downs=%s published=%d error_endings=%d states=%v\n",
+		strings.Join(downs, ","), len(published), failed, published)
+	if len(published) != 0 {
+		t.Errorf("outages of 5, 10 and 17 s published %v, want nothing", published)
+	}
+}
+
+// informerOutages runs an informer through each outage: stop the
+// apiserver with stop, wait the outage, start a new one (its watch cache
+// empty). It returns each outage with how long the server was gone and
+// how soon after it was back the informer had the write made then, the
+// states published from each outage's start to TransientGrace past it,
+// and the session endings that were errors.
+func informerOutages(t *testing.T, c *harness.Cluster, prefix string, stop func(), outages ...time.Duration) (downs, published []string, failed int) {
+	t.Helper()
 	ctx := t.Context()
 	client := dynamic.NewForConfigOrDie(c.Config())
-	var downs, published []string
-	failed := 0
-	for _, down := range []time.Duration{5 * time.Second, 10 * time.Second, 17 * time.Second} {
+	for _, down := range outages {
 		p := newProbe()
 		informer, _ := runInformer(t, listWatchFor(client, configmapsGVR, ns), p)
 		p.waitFor(t, 30*time.Second, "Streaming", func() bool { return p.state().Phase == wgwatch.PhaseStreaming })
-		w := &writer{client: client, gvr: configmapsGVR, prefix: fmt.Sprintf("informer-outage-%d", down/time.Second)}
+		w := &writer{client: client, gvr: configmapsGVR, prefix: fmt.Sprintf("%s-%d", prefix, down/time.Second)}
 		caughtUp := func(what string) {
 			t.Helper()
 			if err := w.step(ctx); err != nil {
@@ -211,14 +225,12 @@ func TestInformerOutage(t *testing.T) {
 		}
 		caughtUp("the write before the outage")
 		before := len(p.stateLog())
-		c.StopAPIServer()
+		stop()
 		stopped := time.Now()
 		time.Sleep(down)   // the outage itself: the time is the point
 		c.StartAPIServer() // a new apiserver: it takes a moment to start
 		back := time.Now()
 		caughtUp(fmt.Sprintf("the write after the %v outage", down))
-		// down, how long the server was gone, and how soon after it was
-		// back the informer had the write made then.
 		downs = append(downs, fmt.Sprintf("%.0fs(gone=%s,caught_up=%s)", down.Seconds(),
 			back.Sub(stopped).Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond)))
 		// Past the transient grace from the outage's start, where a
@@ -229,11 +241,7 @@ func TestInformerOutage(t *testing.T) {
 		}
 		failed += p.outcomes()[wgwatch.OutcomeError]
 	}
-	fmt.Printf("e2e: informer-outage downs=%s published=%d error_endings=%d states=%v\n",
-		strings.Join(downs, ","), len(published), failed, published)
-	if len(published) != 0 {
-		t.Errorf("outages of 5, 10 and 17 s published %v, want nothing", published)
-	}
+	return downs, published, failed
 }
 
 // An apiserver restart behind a proxy or a load balancer: the proxy still
@@ -249,41 +257,14 @@ func TestInformerOutage(t *testing.T) {
 // client without that retry).
 func TestInformerThroughResetsAndARestart(t *testing.T) {
 	c := harness.Start(t, harness.Options{})
-	ctx := t.Context()
-	client := dynamic.NewForConfigOrDie(c.Config())
-	var downs, published []string
-	for _, down := range []time.Duration{10 * time.Second, 17 * time.Second} {
-		p := newProbe()
-		informer, _ := runInformer(t, listWatchFor(client, configmapsGVR, ns), p)
-		p.waitFor(t, 30*time.Second, "Streaming", func() bool { return p.state().Phase == wgwatch.PhaseStreaming })
-		w := &writer{client: client, gvr: configmapsGVR, prefix: fmt.Sprintf("informer-resets-%d", down/time.Second)}
-		caughtUp := func(what string) {
-			t.Helper()
-			if err := w.step(ctx); err != nil {
-				t.Fatal(err)
-			}
-			want := fmt.Sprint(sortedSet(w.live()))
-			p.waitFor(t, 60*time.Second, what, func() bool { return fmt.Sprint(storeNames(informer, w.prefix)) == want })
-		}
-		caughtUp("the write before the outage")
-		before := len(p.stateLog())
+	resets := func() {
 		c.StopAPIServer()
 		// The proxy accepts again, and resets what it cannot forward.
 		if err := c.Proxy.SetRefusing(false); err != nil {
 			t.Fatal(err)
 		}
-		stopped := time.Now()
-		time.Sleep(down) // the outage itself: the time is the point
-		c.StartAPIServer()
-		back := time.Now()
-		caughtUp(fmt.Sprintf("the write after the %v outage", down))
-		downs = append(downs, fmt.Sprintf("%.0fs(gone=%s,caught_up=%s)", down.Seconds(),
-			back.Sub(stopped).Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond)))
-		time.Sleep(max(wgwatch.DefaultTransientGrace+5*time.Second-time.Since(stopped), 0))
-		for _, st := range p.stateLog()[before:] {
-			published = append(published, fmt.Sprintf("%.0fs:%s", down.Seconds(), st))
-		}
 	}
+	downs, published, _ := informerOutages(t, c, "informer-resets", resets, 10*time.Second, 17*time.Second)
 	fmt.Printf("e2e: informer-resets downs=%s published=%d states=%v\n", strings.Join(downs, ","), len(published), published)
 	if len(published) != 0 {
 		t.Errorf("outages of reset connections of 10 and 17 s, then a restart, published %v, want nothing", published)
