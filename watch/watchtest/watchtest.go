@@ -78,9 +78,10 @@
 //     that filled the buffers, never at the same instant, so a consumer
 //     that takes no virtual time keeps up with any burst; the real
 //     dispatcher also stalls every other watch of the resource while it
-//     waits, which this server does not. The cacher's buffers are 10
-//     events each for a resource without a watch index; a pod watch gets
-//     up to 1000. The server counts events, not bytes: between a real
+//     waits, which this server does not. The cacher's buffers are sized
+//     as the cacher sizes them (see [ServerOptions.WatchChannelSize]),
+//     from the events held rather than the cache's capacity in powers of
+//     two. The server counts events, not bytes: between a real
 //     cacher and its client sit the HTTP/2 stream window (4 MiB in Go's
 //     transport) and the sockets' buffers, so a real consumer is cut off
 //     only once megabytes are unread, a simulated one once the cacher's
@@ -92,8 +93,10 @@
 //   - [Server.Restore] restores and restarts in one step; a real etcd
 //     restore needs the apiservers restarted by hand, and until then they
 //     serve from a cache that no longer matches etcd.
-//   - The typed clientset retries a 429 or 5xx with Retry-After up to 10
-//     times before a caller sees it; the server answers each request once.
+//   - The typed clientset retries a 429 or 5xx with Retry-After, and a
+//     GET whose connection was reset or cut (EOF), up to 10 times (a reset
+//     a second apart) before a caller sees it; the server answers each
+//     request once.
 //   - There is no HTTP/2 connection shared between watches; responses are
 //     not compressed (1.37 gzips watch-list responses to clients that
 //     accept it).
@@ -104,12 +107,13 @@
 //
 // The end-to-end tests of this module run the same scenarios against a
 // real kube-apiserver: where the two disagree, the simulation is wrong.
-// One of them (TestParity) plays 17 fault families (routine timeout,
+// One of them (TestParity) plays 18 fault families (routine timeout,
 // starts from "" and "0", resume, watch-lists with and without
 // bookmarks, a refused watch-list, bookmarks before the deadline, a cursor
 // ahead, too-large versions, expiry after a restart, compaction during a
 // paged LIST and the list expiries after it, LIST semantics, a slow
-// consumer) against both and compares what the client sees: status codes,
+// consumer of large objects and one of a thousand small ones) against
+// both and compares what the client sees: status codes,
 // event types and order, error shapes, bookmarks and their annotation.
 // Every difference it finds must be one listed above.
 //
