@@ -7,7 +7,7 @@ import (
 )
 
 // stallWatch notices a consumer that does not keep up while its session
-// is live (the "consumer behind" rows of "What is published when"): a
+// is live (the "behind" rows of "What is published when"): a
 // [Handler] call that does not return, or calls back to back that never
 // once find the watch with nothing waiting (a backlog the handler does not
 // drain, however fast each call returns). A timer looks every
