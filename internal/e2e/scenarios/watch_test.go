@@ -352,8 +352,16 @@ func TestRBACDenial(t *testing.T) {
 		if n := ctl.events.count(corev1.EventTypeWarning); n != 1 {
 			t.Errorf("%d Warning events, want exactly 1: %v", n, ctl.events.logCopy())
 		}
+		// The recovery's Event is recorded once the owner's status write
+		// returns, a moment after the write is visible to this read.
+		recovered := func(log []string) bool {
+			return len(log) > 0 && strings.HasPrefix(log[len(log)-1], corev1.EventTypeNormal+"/")
+		}
 		log := ctl.events.logCopy()
-		if len(log) == 0 || !strings.HasPrefix(log[len(log)-1], corev1.EventTypeNormal+"/") {
+		for deadline := time.Now().Add(10 * time.Second); !recovered(log) && time.Now().Before(deadline); log = ctl.events.logCopy() {
+			time.Sleep(50 * time.Millisecond) // polling the controller's recorder
+		}
+		if !recovered(log) {
 			t.Errorf("events %v, want the recovery recorded as Normal", log)
 		}
 		fmt.Printf("e2e: rbac-outlasts-grace blocked_after=%.1fs needs_human=true recovered_after=%.1fs denied_sessions=%d warnings=%d events=%v kstatus=Failed,Current\n",
