@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/url"
 	"slices"
 	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/watchgrade/watchgrade/internal/judgekit"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
 )
@@ -124,8 +124,7 @@ func TestInformerCatchesUpSoonAfterRefusedConnections(t *testing.T) {
 // retry it itself, 10 times a second apart: the e2e test
 // TestInformerThroughResetsAndARestart plays that on a real server.)
 func TestInformerQuietThroughResetsAndARestart(t *testing.T) {
-	reset := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api/v1/configmaps?watch=true",
-		Err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}}
+	reset := judgekit.TransportErr(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})
 	for outage := 5 * time.Second; outage < 20*time.Second; outage += 3 * time.Second {
 		for seed := range uint64(4) {
 			synctest.Test(t, func(t *testing.T) {

@@ -46,7 +46,7 @@ const (
 	bridge = maxBackoff + shortSession
 	// convergeBound: while a stream says Streaming, every change the
 	// server makes is in its consumer's view within this: a stream not
-	// live for TransientGrace is no longer Streaming, a handler stuck
+	// live for TransientGrace is no longer Streaming, a consumer behind
 	// that long in a live session is Blocked within a stall step, and a
 	// cursor the server has not reached is found within CursorCheck and
 	// the server's 3 s answer. Slack covers a slow handler's backlog.
