@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -48,9 +49,21 @@ type AccumulatorOptions struct {
 	// nothing for an owner that was not Ready either, and records no
 	// second Warning for a stall already reported (see the package
 	// documentation, Restarts). When it ends, the owners are rolled up
-	// from their gates as they are. Defaults to DefaultNotReadyHold;
-	// shorter than StartGrace makes [NewAccumulator] fail.
+	// from their gates as they are. Defaults to Policy's ProgressDeadline
+	// (the latest a stream that does not go live publishes a stall) plus
+	// DefaultStartGrace, or StartGrace if that is longer:
+	// DefaultNotReadyHold with the default Policy. Shorter than StartGrace
+	// or than Policy's ProgressDeadline makes [NewAccumulator] fail: a
+	// stall that outlives a restart would be dropped before its stream can
+	// show it again, then reported a second time.
 	NotReadyHold time.Duration
+	// Policy is the watch Policy of the streams that report to the
+	// accumulator (the one passed to [watch.NewStream] and
+	// [watch.Instrument]); only its ProgressDeadline is used, to default
+	// and check NotReadyHold. Defaults to the zero Policy: watch's defaults.
+	// A Policy that [watch.Policy.Validate] refuses makes NewAccumulator
+	// fail.
+	Policy watch.Policy
 	// Clock times the start grace: both whether a stream is still within
 	// it (Apply's now argument plays no part) and the OnChange call when
 	// it ends. Defaults to the real clock.
@@ -61,11 +74,13 @@ type AccumulatorOptions struct {
 // enough for a controller's streams to replay after a restart.
 const DefaultStartGrace = 30 * time.Second
 
-// DefaultNotReadyHold is the default of [AccumulatorOptions.NotReadyHold]:
-// a stream that has not gone live publishes a stall at the latest
-// [watch.DefaultProgressDeadline] after it starts, so a stall that outlives
-// a restart is seen again within the hold; StartGrace more covers the time
-// the controller takes to start its streams and reach the owner.
+// DefaultNotReadyHold is the default of [AccumulatorOptions.NotReadyHold]
+// with the default watch Policy: a stream that has not gone live publishes
+// a stall at the latest [watch.DefaultProgressDeadline] after it starts, so
+// a stall that outlives a restart is seen again within the hold;
+// DefaultStartGrace more covers the time the controller takes to start its
+// streams and reach the owner. With a longer ProgressDeadline
+// ([AccumulatorOptions.Policy]) the default hold is that much longer.
 const DefaultNotReadyHold = watch.DefaultProgressDeadline + DefaultStartGrace
 
 // Errors returned by [NewAccumulator] and [Options.Validate]. Match them
@@ -129,26 +144,41 @@ type owner struct {
 	streams map[string]struct{}
 	gates   map[string]Gate
 	verdict []metav1.Condition
-	// changed is true once Apply changed the owner's conditions: they are
-	// this process's own verdict, and never held as an earlier one's.
-	changed bool
+	// own holds the trio (and StreamsCondition) Apply last changed the
+	// owner's conditions to: conditions that read so again are this
+	// process's own verdict, written, and never held as an earlier one's.
+	// A result that was never written (a writer that writes only some
+	// verdicts, a write that failed) leaves the persisted conditions held.
+	own []metav1.Condition
 }
 
 // NewAccumulator returns an empty accumulator, or an error wrapping
-// [ErrInvalidOptions] when opts.Rollup is refused by [Options.Validate] or
-// NotReadyHold is shorter than StartGrace.
+// [ErrInvalidOptions] when opts.Rollup is refused by [Options.Validate],
+// opts.Policy by [watch.Policy.Validate], or NotReadyHold is shorter than
+// StartGrace or the Policy's ProgressDeadline.
 func NewAccumulator(opts AccumulatorOptions) (*Accumulator, error) {
 	if err := opts.Rollup.Validate(); err != nil {
 		return nil, fmt.Errorf("NewAccumulator: %w", err)
+	}
+	if err := opts.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("NewAccumulator: %w: Policy: %w", ErrInvalidOptions, err)
+	}
+	deadline := opts.Policy.ProgressDeadline
+	if deadline <= 0 {
+		deadline = watch.DefaultProgressDeadline
 	}
 	if opts.StartGrace <= 0 {
 		opts.StartGrace = DefaultStartGrace
 	}
 	if opts.NotReadyHold <= 0 {
-		opts.NotReadyHold = max(DefaultNotReadyHold, opts.StartGrace)
+		opts.NotReadyHold = max(deadline+DefaultStartGrace, opts.StartGrace)
 	}
 	if opts.NotReadyHold < opts.StartGrace {
 		return nil, fmt.Errorf("NewAccumulator: %w: NotReadyHold %s is shorter than StartGrace %s", ErrInvalidOptions, opts.NotReadyHold, opts.StartGrace)
+	}
+	if opts.NotReadyHold < deadline {
+		return nil, fmt.Errorf("NewAccumulator: %w: NotReadyHold %s is shorter than the Policy's ProgressDeadline %s: a stall persisted before a restart would be dropped before its stream can show it again",
+			ErrInvalidOptions, opts.NotReadyHold, deadline)
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -295,7 +325,8 @@ func (a *Accumulator) Gates(key types.NamespacedName) []Gate {
 	now := a.clock.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.gatesLocked(key, now)
+	o, ok := a.owners[key]
+	return a.gatesLocked(key, now, ok && o.own != nil)
 }
 
 // Apply writes owner's trio onto conditions with the accumulator's
@@ -315,26 +346,87 @@ func (a *Accumulator) Gates(key types.NamespacedName) []Gate {
 // run is read from [AccumulatorOptions.Clock], the clock that calls
 // OnChange when they end, never from now: a now that lags or leads cannot
 // keep an owner held after that call, nor end the hold early. Once Apply
-// has changed an owner's conditions they are this accumulator's own, and
-// no longer held as an earlier process's.
+// has changed an owner's conditions to a verdict, conditions that read as
+// that verdict are this accumulator's own (it was written), and no longer
+// held as an earlier process's; a verdict that was not written (a writer
+// that writes only some, a write that failed) changes nothing of the hold:
+// the hold depends on what is persisted, never on which Apply results the
+// caller chose to write.
 func (a *Accumulator) Apply(key types.NamespacedName, conditions *[]metav1.Condition, generation int64, now time.Time) (changed bool) {
 	at := a.clock.Now()
 	a.mu.Lock()
-	_, known := a.owners[key]
-	gates := a.gatesLocked(key, at)
-	a.mu.Unlock()
+	o, known := a.owners[key]
 	if !known {
+		a.mu.Unlock()
 		return false
 	}
+	gates := a.gatesLocked(key, at, o.own != nil && a.sameVerdict(*conditions, o.own))
+	a.mu.Unlock()
 	changed = Apply(conditions, gates, generation, now, a.opts)
 	if changed {
+		own := a.verdictOf(*conditions)
 		a.mu.Lock()
 		if o, ok := a.owners[key]; ok {
-			o.changed = true
+			o.own = own
 		}
 		a.mu.Unlock()
 	}
 	return changed
+}
+
+// ApplyStandby is [Accumulator.Apply] for a writer that runs while the
+// controller's reconcile does not (a standby writer while the controller's
+// caches sync, say), and so knows the owner's streams but none of the
+// gates the reconcile sets: it changes conditions, and reports true, only
+// when what the streams show must not wait for the reconcile: a verdict
+// that is Stalled=True (a human must act), or a Ready=True taken away by a
+// stream that is not established and not still starting (data is being
+// lost). Any other verdict is left to the reconcile, which knows the
+// gates, and conditions are left as they are. What the standby writer
+// left unwritten holds nothing back: the restart hold follows the
+// persisted conditions (see Apply).
+func (a *Accumulator) ApplyStandby(key types.NamespacedName, conditions *[]metav1.Condition, generation int64, now time.Time) bool {
+	after := slices.Clone(*conditions)
+	if !a.Apply(key, &after, generation, now) {
+		return false
+	}
+	stalled := meta.IsStatusConditionTrue(after, ConditionStalled)
+	readyLost := meta.IsStatusConditionTrue(*conditions, ConditionReady) && !meta.IsStatusConditionTrue(after, ConditionReady) &&
+		slices.ContainsFunc(a.Gates(key), func(g Gate) bool { return g.Stream && g.Level != LevelEstablished && !g.Starting })
+	if !stalled && !readyLost {
+		return false
+	}
+	*conditions = after
+	return true
+}
+
+// verdictTypes are the condition types Apply writes.
+func (a *Accumulator) verdictTypes() []string {
+	types := []string{ConditionReady, ConditionReconciling, ConditionStalled}
+	if a.opts.StreamsCondition != "" {
+		types = append(types, a.opts.StreamsCondition)
+	}
+	return types
+}
+
+// verdictOf returns the conditions of conditions that Apply writes, with
+// no lastTransitionTime (the API server keeps it to the second).
+func (a *Accumulator) verdictOf(conditions []metav1.Condition) []metav1.Condition {
+	var out []metav1.Condition
+	for _, typ := range a.verdictTypes() {
+		if c := meta.FindStatusCondition(conditions, typ); c != nil {
+			v := *c
+			v.LastTransitionTime = metav1.Time{}
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// sameVerdict reports whether conditions read as verdict, as verdictOf
+// returned it.
+func (a *Accumulator) sameVerdict(conditions, verdict []metav1.Condition) bool {
+	return slices.Equal(a.verdictOf(conditions), verdict)
 }
 
 func (a *Accumulator) ownerLocked(key types.NamespacedName) *owner {
@@ -395,7 +487,9 @@ func (a *Accumulator) unindexLocked(stream string, key types.NamespacedName) {
 	}
 }
 
-func (a *Accumulator) gatesLocked(key types.NamespacedName, now time.Time) []Gate {
+// gatesLocked returns key's gates at now; own is whether the conditions
+// they are for are the accumulator's own verdict (none is held then).
+func (a *Accumulator) gatesLocked(key types.NamespacedName, now time.Time, own bool) []Gate {
 	o, ok := a.owners[key]
 	if !ok {
 		return nil
@@ -411,7 +505,7 @@ func (a *Accumulator) gatesLocked(key types.NamespacedName, now time.Time) []Gat
 		_, established := a.established[name]
 		_, stalled := a.stalled[name]
 		g.Starting = ok && !established && now.Sub(started) < a.grace && (!reported || startingState(s))
-		g.Unconfirmed = ok && !established && !stalled && !o.changed && now.Sub(started) < a.hold
+		g.Unconfirmed = ok && !established && !stalled && !own && now.Sub(started) < a.hold
 		gates = append(gates, g)
 	}
 	gates = slices.AppendSeq(gates, maps.Values(o.gates))
@@ -448,7 +542,7 @@ func (a *Accumulator) evaluateLocked(key types.NamespacedName) {
 	if !ok || a.onChange == nil {
 		return
 	}
-	gates := a.gatesLocked(key, time.Time{})
+	gates := a.gatesLocked(key, time.Time{}, o.own != nil)
 	v := Rollup(gates, nil, 0, a.opts)
 	if o.verdict != nil && slices.Equal(o.verdict, v) {
 		return

@@ -143,8 +143,12 @@
 // forgets it, and one that has stalled once has shown its evidence. A
 // caller's own gate is never starting ([Accumulator.SetGate] drops the
 // flags): set it in the reconcile, before Apply, as it is, and a gate the
-// conditions name is confirmed by being set again. Conditions that this
-// accumulator has changed itself are its own verdict and never held.
+// conditions name is confirmed by being set again. Conditions that read
+// as the verdict this accumulator's Apply last changed them to are its own
+// verdict, written, and never held; a verdict the caller did not write (a
+// writer that writes only some, see [Accumulator.ApplyStandby], or a write
+// that failed) changes nothing of the hold, which follows what is
+// persisted.
 //
 // What ends a hold: for Ready=True, any gate that is not a stream still
 // starting (a stream that fails during the grace is published as it is);
@@ -166,8 +170,10 @@
 // has not gone live publishes a stall at the latest ProgressDeadline (5
 // min by default, package watch) after it starts, so a stall that outlives
 // the restart is shown again within the hold, and the 30 s more cover the
-// time the controller takes to reach the owner. A watch Policy with a
-// longer ProgressDeadline wants a longer NotReadyHold. At either bound the
+// time the controller takes to reach the owner. The hold follows the
+// streams' Policy ([AccumulatorOptions.Policy]): with a ProgressDeadline of
+// 10 minutes it is 10m30s, and a hold shorter than the deadline is refused
+// (the stall would be dropped, then reported a second time). At either bound the
 // accumulator calls OnChange for every owner tracking a stream still
 // without evidence, and the reconcile that follows (whatever now it passes
 // to Apply) writes the owner as its gates are: a stream that has shown

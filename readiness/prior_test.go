@@ -489,3 +489,110 @@ func TestRestartHoldsTheStreamsCondition(t *testing.T) {
 		})
 	}
 }
+
+// The hold follows the streams' Policy: with a ProgressDeadline of 10
+// minutes, a stall persisted before a restart, over a fault that persists
+// as transient trouble (its stream shows the stall again only at the
+// deadline), stands past the default hold, until the deadline and
+// DefaultStartGrace more; a hold shorter than the Policy's deadline is
+// refused.
+func TestNotReadyHoldFollowsThePolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		policy := wgwatch.Policy{ProgressDeadline: 10 * time.Minute}
+		a := newAccumulator(t, wgreadiness.AccumulatorOptions{Policy: policy, OnChange: func(types.NamespacedName) {}})
+		conds := persisted(t, []wgwatch.State{pastDeadline("secrets")})
+		a.Track(ownerA, "secrets")
+		a.StateChanged(refused("secrets"))
+		time.Sleep(wgreadiness.DefaultNotReadyHold + time.Minute)
+		synctest.Wait()
+		if a.Apply(ownerA, &conds, gen, time.Now()) {
+			t.Fatalf("Apply() past the default hold, within the Policy's: changed the conditions to %v", brief(conds))
+		}
+		time.Sleep(policy.ProgressDeadline + wgreadiness.DefaultStartGrace - wgreadiness.DefaultNotReadyHold - time.Minute)
+		synctest.Wait()
+		if !a.Apply(ownerA, &conds, gen, time.Now()) {
+			t.Fatalf("Apply() at the Policy's hold's end changed nothing: held for good")
+		}
+	})
+	_, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Policy: wgwatch.Policy{ProgressDeadline: 10 * time.Minute}, NotReadyHold: 6 * time.Minute})
+	if !errors.Is(err, wgreadiness.ErrInvalidOptions) {
+		t.Errorf("NewAccumulator(NotReadyHold 6m < ProgressDeadline 10m) = %v, want ErrInvalidOptions", err)
+	}
+	_, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Policy: wgwatch.Policy{ProgressDeadline: time.Second, TransientGrace: time.Minute}})
+	if !errors.Is(err, wgreadiness.ErrInvalidOptions) {
+		t.Errorf("NewAccumulator(a Policy watch refuses) = %v, want ErrInvalidOptions", err)
+	}
+}
+
+// A verdict Apply returned but the caller did not write (a standby writer
+// that writes only some, before the reconcile tracks every stream) leaves
+// the persisted conditions held: the hold follows what is persisted.
+// Before, the first Apply made them the accumulator's own, and a restart
+// over a persisting stall wrote it away (a Normal) and then reported it
+// again (a second Warning).
+func TestUnwrittenVerdictKeepsTheHold(t *testing.T) {
+	a := newAccumulator(t, wgreadiness.AccumulatorOptions{})
+	conds := persisted(t, []wgwatch.State{forbidden("secrets")})
+	// The standby writer knows the kinds, not the stream the reconcile
+	// tracks: its verdict differs, and it does not write it.
+	a.Track(ownerA, "configmaps")
+	a.StateChanged(starting("configmaps"))
+	discarded := slices.Clone(conds)
+	if !a.Apply(ownerA, &discarded, gen, time.Now()) {
+		t.Fatalf("the standby's Apply changed nothing: the case is not set up")
+	}
+	// The reconcile tracks every stream, the stall's included.
+	a.Track(ownerA, "configmaps", "secrets")
+	a.StateChanged(starting("secrets"))
+	if a.Apply(ownerA, &conds, gen, time.Now()) {
+		t.Errorf("Apply() over the persisted stall changed the conditions to %v, want them held", brief(conds))
+	}
+	// Once written, a verdict is the accumulator's own: never held.
+	if !a.Apply(ownerA, &discarded, gen, time.Now()) && meta.IsStatusConditionTrue(discarded, wgreadiness.ConditionStalled) {
+		t.Errorf("Apply() over its own verdict %v held it", brief(discarded))
+	}
+}
+
+// ApplyStandby writes what must not wait for the reconcile (a stall, a
+// Ready=True a stream takes away) and leaves the rest, and the conditions,
+// as they are.
+func TestApplyStandby(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cases := []struct {
+			name   string
+			conds  []metav1.Condition
+			states []wgwatch.State
+			after  time.Duration
+			want   []string // nil: not written
+		}{
+			{"Ready, a stream refused past the grace", persistedReady(), []wgwatch.State{refused("secrets")}, time.Minute,
+				[]string{"Ready=False/ConnectionFailed", "Reconciling=True/ConnectionFailed"}},
+			{"Ready, a stream starting within the grace", persistedReady(), []wgwatch.State{starting("secrets")}, time.Second, nil},
+			{"Ready, a stream denied", persistedReady(), []wgwatch.State{forbidden("secrets")}, time.Second,
+				[]string{"Ready=False/Forbidden", "Stalled=True/Forbidden"}},
+			{"never written, a stream syncing", nil, []wgwatch.State{syncing("secrets")}, time.Minute, nil},
+			{"Reconciling on the caller's gate, streams established", persisted(t, []wgwatch.State{watching("secrets")}, waitingForDB),
+				[]wgwatch.State{watching("secrets")}, time.Minute, nil},
+		}
+		for _, c := range cases {
+			a := newAccumulator(t, wgreadiness.AccumulatorOptions{})
+			a.Track(ownerA, "secrets")
+			for _, s := range c.states {
+				a.StateChanged(s)
+			}
+			time.Sleep(c.after)
+			conds := slices.Clone(c.conds)
+			wrote := a.ApplyStandby(ownerA, &conds, gen, time.Now())
+			switch {
+			case c.want == nil && (wrote || !slices.Equal(brief(conds), brief(c.conds))):
+				t.Errorf("%s: ApplyStandby() = %v, %v; want false, the conditions as they were", c.name, wrote, brief(conds))
+			case c.want != nil && !wrote:
+				t.Errorf("%s: ApplyStandby() = false; want %v written", c.name, c.want)
+			case c.want != nil:
+				if diff := cmp.Diff(c.want, brief(conds)); diff != "" {
+					t.Errorf("%s: conditions (-want +got):\n%s", c.name, diff)
+				}
+			}
+		}
+	})
+}
