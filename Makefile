@@ -197,7 +197,9 @@ judge-race:
 # StreamsCondition on and off, generation bumps, controller rollouts and
 # outages, controllers that persist cursors and resume from them, consumers
 # slow over snapshots, apiserver restarts, owners created, deleted and
-# recreated, some while the controller is down), played in virtual time
+# recreated, some while the controller is down, streams with a longer
+# ProgressDeadline, controllers with a standby writer as wgctrl's Owner
+# has: a "pipeline: worlds" line counts them), played in virtual time
 # through the readiness accumulator and roll-up, status writes, Events through both
 # recorder kinds and the time-to-first-Ready metric, every invariant
 # checked against each history's ground truth. About 30 s for 2,000 on two

@@ -61,6 +61,12 @@ type process struct {
 	sightings []sighting
 	events    []recorded
 
+	// workersAt is when the worker began to reconcile (history.standby):
+	// before it, only the standby writer wrote; -1 until then. streamed
+	// marks the streams that have been Streaming in this process.
+	workersAt time.Duration
+	streamed  []bool
+
 	streams []*wgwatch.Stream // the Streams, kept when run again
 	// resumed marks the Streams started from a persisted cursor.
 	resumed []bool
@@ -101,14 +107,18 @@ type recorded struct {
 }
 
 func newProcess(w *world, id int) *process {
-	p := &process{w: w, id: id, start: w.now(), end: -1, q: newQueue(), workerDone: make(chan struct{})}
+	p := &process{w: w, id: id, start: w.now(), end: -1, q: newQueue(), workerDone: make(chan struct{}), workersAt: -1}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	n := len(w.servers)
 	p.states, p.views, p.ends = make([][]stampedState, n), make([][]viewMark, n), make([][]judgekit.Ended, n)
 	p.mirrors, p.infs = make([]map[string]string, n), make([]cache.SharedIndexInformer, n)
 	p.streams, p.runners, p.resumed = make([]*wgwatch.Stream, n), make([]*runner, n), make([]bool, n)
+	p.streamed = make([]bool, n)
+	if !w.h.standby {
+		p.workersAt = p.start
+	}
 	var err error
-	if p.acc, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Rollup: w.h.rollup, StartGrace: w.h.startGrace, OnChange: p.q.add}); err != nil {
+	if p.acc, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Rollup: w.h.rollup, StartGrace: w.h.startGrace, Policy: w.h.policy, OnChange: p.q.add}); err != nil {
 		w.t.Fatal(err)
 	}
 	p.reg = prometheus.NewPedanticRegistry()
@@ -138,7 +148,56 @@ func (p *process) run() {
 	for i := range p.w.servers {
 		p.runners[i] = p.startRunner(i)
 	}
+	if p.w.h.standby {
+		t := time.AfterFunc(p.w.h.standbyFor, p.workersStart)
+		context.AfterFunc(p.ctx, func() { t.Stop() })
+	}
 	go p.work()
+}
+
+// workers reports whether the worker reconciles: always, but in a
+// standby history until the process's caches have synced.
+func (p *process) workers() bool {
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	return p.workersAt >= 0
+}
+
+// workersStart has the worker reconcile from now on, and queues every
+// owner, as controller-runtime's informer hands its initial list to a
+// controller whose caches have synced.
+func (p *process) workersStart() {
+	p.w.mu.Lock()
+	if p.workersAt >= 0 || p.end >= 0 {
+		p.w.mu.Unlock()
+		return
+	}
+	p.workersAt = p.w.now()
+	p.w.mu.Unlock()
+	for _, o := range p.w.store.list() {
+		p.q.add(types.NamespacedName{Namespace: o.meta.Namespace, Name: o.meta.Name})
+	}
+}
+
+// synced is an observer of stream i in a standby history: once every
+// stream of the kinds the standby writer knows (the controller's watches)
+// has been Streaming, its caches have synced and the workers start.
+func (p *process) synced(i int) wgwatch.Observer {
+	return wgwatch.ObserverFuncs{StateChangedFunc: func(s wgwatch.State) {
+		if s.Phase != wgwatch.PhaseStreaming || p.w.h.kinds&(1<<i) == 0 {
+			return
+		}
+		p.w.mu.Lock()
+		p.streamed[i] = true
+		all := true
+		for k, done := range p.streamed {
+			all = all && (done || p.w.h.kinds&(1<<k) == 0)
+		}
+		p.w.mu.Unlock()
+		if all {
+			p.workersStart()
+		}
+	}}
 }
 
 func (p *process) stop() {
@@ -201,9 +260,13 @@ func (p *process) ownerEvent(o *ownerObj, deleted bool) {
 }
 
 // follow tracks o's streams and sets its gates from the caller's own
-// dependency check.
+// dependency check (the reconcile's: the standby writer knows none).
 func (p *process) follow(o *ownerObj) {
 	key := types.NamespacedName{Namespace: o.meta.Namespace, Name: o.meta.Name}
+	if !p.workers() {
+		p.acc.Track(key, streamNames(o.streams&p.w.h.kinds, len(p.w.servers))...)
+		return
+	}
 	p.acc.Track(key, streamNames(o.streams, len(p.w.servers))...)
 	var idx int
 	for i := range p.w.h.owners {
@@ -265,8 +328,13 @@ func (p *process) reconcile(key types.NamespacedName) {
 	p.follow(o)
 	before := slices.Clone(o.conds)
 	after := slices.Clone(before)
-	changed := p.acc.Apply(key, &after, o.meta.Generation, p.now())
-	if !changed && o.observed != nil && *o.observed == o.meta.Generation {
+	if !p.workers() {
+		// The standby writer: a stall, or a Ready=True a stream takes
+		// away; the rest is the reconcile's.
+		if !p.acc.ApplyStandby(key, &after, o.meta.Generation, p.now()) {
+			return
+		}
+	} else if changed := p.acc.Apply(key, &after, o.meta.Generation, p.now()); !changed && o.observed != nil && *o.observed == o.meta.Generation {
 		return
 	}
 	updated, wr, err := p.w.store.updateStatus(o, after, p.id)
@@ -358,6 +426,9 @@ func (p *process) observer(i int) wgwatch.Observer {
 		defer p.w.mu.Unlock()
 		p.ends[i] = append(p.ends[i], judgekit.Ended{At: p.w.now(), End: e})
 	}}
+	if p.w.h.standby {
+		return wgwatch.Observers(p.acc, p.wm, rec, p.synced(i))
+	}
 	return wgwatch.Observers(p.acc, p.wm, rec)
 }
 
@@ -370,7 +441,7 @@ func (p *process) startRunner(i int) *runner {
 	ctx, cancel := context.WithCancel(p.ctx)
 	r.cancel = cancel
 	if s.spec.informer {
-		ilw, err := wgwatch.Instrument(s.srv, wgwatch.InstrumentOptions{Resource: s.gr, Name: s.name, Observer: p.observer(i)})
+		ilw, err := wgwatch.Instrument(s.srv, wgwatch.InstrumentOptions{Resource: s.gr, Name: s.name, Observer: p.observer(i), Policy: p.w.h.policy})
 		if err != nil {
 			p.w.t.Fatal(err)
 		}

@@ -20,7 +20,6 @@ const (
 	maxBackoff     = wgwatch.DefaultMaxBackoff
 	humanGrace     = wgwatch.DefaultHumanGrace
 	transientGrace = wgwatch.DefaultTransientGrace
-	deadline       = wgwatch.DefaultProgressDeadline
 	replayGrace    = wgwatch.DefaultReplayGrace
 	// eps is how long the pipeline may take to reflect a change in the
 	// conditions it writes. Everything it does takes no virtual time (a
@@ -101,6 +100,23 @@ type history struct {
 	// accumulator's clock: 1 truncates it to the minute (a coarser
 	// clock), 2 sets it a minute behind (another clock).
 	lagNow int
+	// policy is the streams' watch Policy (both kinds), which the
+	// accumulator is given too: the defaults mostly, in a quarter of the
+	// histories a ProgressDeadline of 10 minutes.
+	policy wgwatch.Policy
+	// standby has the controller write as wgctrl's Owner does while its
+	// caches sync: until every stream of the process has been Streaming
+	// once (or standbyFor has passed), no reconcile runs; a standby writer
+	// tracks each owner's streams, rolls it up from them alone (the
+	// caller's gates are its reconcile's to set) and writes it only when
+	// that verdict is Stalled, or takes a Ready=True away. Then every
+	// owner is reconciled.
+	standby    bool
+	standbyFor time.Duration
+	// kinds marks the streams the standby writer knows (bit i: stream i),
+	// as an Owner knows the kinds it was declared with: the others are
+	// streams its reconcile tracks per owner (Owner.Track).
+	kinds int
 	// persist has the controller persist each Stream's cursor and its
 	// consumer's view when it stops, and resume from them when it starts
 	// (StreamOptions.Cursor), as a controller that checkpoints does; a
@@ -133,12 +149,15 @@ const (
 // episode is a quiet controller restart over a fault: a fault (of a
 // server, or the caller's own gate) that began before the stop, long enough
 // for the owners to show it, and that persists, ends or changes while the
-// controller is down; nothing else happens from quietBefore before the
-// stop to quietAfter after the start.
+// controller is down; nothing else happens in its window (the history's
+// episodeWindow: from quietBefore before the stop to quietAfter after the
+// start, with the defaults).
 type episode struct {
 	stop, start, end time.Duration
-	fate             fate
-	desc             string
+	// before is how long before stop its window opens.
+	before time.Duration
+	fate   fate
+	desc   string
 	// srv and slot are the fault's server and slot; srv is -1 for a
 	// caller's gate.
 	srv  int
@@ -147,8 +166,8 @@ type episode struct {
 
 func (h history) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed=%d horizon=%v owners=%d first_start=%v streams_condition=%q empty=%q start_grace=%v lag_now=%d persist=%v streams=[",
-		h.seed, h.horizon, h.owners, h.firstStart, h.rollup.StreamsCondition, h.rollup.Empty, h.startGrace, h.lagNow, h.persist)
+	fmt.Fprintf(&b, "seed=%d horizon=%v owners=%d first_start=%v streams_condition=%q empty=%q start_grace=%v lag_now=%d persist=%v progress_deadline=%v standby=%v(%v,kinds=%b) streams=[",
+		h.seed, h.horizon, h.owners, h.firstStart, h.rollup.StreamsCondition, h.rollup.Empty, h.startGrace, h.lagNow, h.persist, h.deadline(), h.standby, h.standbyFor, h.kinds)
 	for i, s := range h.streams {
 		if i > 0 {
 			b.WriteString(" ")
@@ -165,6 +184,32 @@ func (h history) String() string {
 		fmt.Fprintf(&b, "\n  %12v %s", s.at, s.desc)
 	}
 	return b.String()
+}
+
+// deadline is the streams' ProgressDeadline.
+func (h history) deadline() time.Duration {
+	if h.policy.ProgressDeadline > 0 {
+		return h.policy.ProgressDeadline
+	}
+	return wgwatch.DefaultProgressDeadline
+}
+
+// notReadyHold is the accumulator's NotReadyHold, its default for the
+// Policy and StartGrace it is given (package readiness).
+func (h history) notReadyHold() time.Duration {
+	return max(h.deadline()+wgreadiness.DefaultStartGrace, h.startGrace)
+}
+
+// episodeWindow is how long before a restart over a fault the window of
+// its episode opens, and how long after the controller is back it closes:
+// quietBefore and quietAfter, or with a ProgressDeadline longer than the
+// default, long enough for a fault to stall a stream by it before the
+// stop and for the new process's hold to end after the start.
+func (h history) episodeWindow() (before, after time.Duration) {
+	if h.deadline() <= wgwatch.DefaultProgressDeadline {
+		return quietBefore, quietAfter
+	}
+	return h.deadline() + time.Minute, h.notReadyHold() + time.Minute
 }
 
 // gateLevels are the gate states a history sets: what the caller's own
@@ -223,6 +268,16 @@ func generate(seed uint64, c *chooser) history {
 		h.streams = append(h.streams, s)
 	}
 	h.persist = c.Intn(2) == 0
+	if c.Intn(4) == 0 {
+		h.policy.ProgressDeadline = 10 * time.Minute
+	}
+	for i := range h.streams {
+		h.streams[i].opts.Policy = h.policy
+	}
+	if c.Intn(3) == 0 {
+		h.standby, h.standbyFor = true, c.LogDuration(time.Second, 2*time.Minute)
+		h.kinds = c.Intn(1 << len(h.streams))
+	}
 
 	group := 0
 	nextGroup := func() int { group++; return group }
@@ -397,12 +452,12 @@ func generate(seed uint64, c *chooser) history {
 				from, to = at-quietBefore, at+quietAfter
 			default:
 				ep, steps, ok := restartOverFault(c, &h, at, g, fault, owner)
-				if !ok {
+				if !ok || at < h.firstStart+ep.before || at-ep.before <= quietUntil {
 					continue
 				}
 				h.steps = append(h.steps, steps...)
 				h.episodes = append(h.episodes, ep)
-				from, to = at-quietBefore, ep.end
+				from, to = at-ep.before, ep.end
 				downUntil = ep.start + time.Second
 			}
 			h.quiet = append(h.quiet, span{From: from, To: to})
@@ -416,15 +471,20 @@ func generate(seed uint64, c *chooser) history {
 }
 
 // restartOverFault builds an episode: a controller restart at `at`, over a
-// fault that began from 40 s to nearly quietBefore earlier (long enough
+// fault that began from 40 s to nearly its window's start earlier (long enough
 // for a stream to be blocked, or stalled by a cause that needs a human or
 // by the progress deadline) and that persists, ends or changes while the
 // controller is down. Its steps are kept in the quiet window, in group g.
 func restartOverFault(c *chooser, h *history, at time.Duration, g int,
 	fault func(srv int, s slot, at, d time.Duration) (on, off step, ok bool), owner func() int) (episode, []step, bool) {
-	begun := c.LogDuration(40*time.Second, quietBefore-10*time.Second)
+	before, after := h.episodeWindow()
+	begun := c.LogDuration(40*time.Second, before-10*time.Second)
+	if before > quietBefore && c.Intn(2) == 0 {
+		// Past the progress deadline: the stream is stalled by it.
+		begun = h.deadline() + c.LogDuration(10*time.Second, 50*time.Second)
+	}
 	down := c.LogDuration(time.Millisecond, 5*time.Second)
-	ep := episode{stop: at, start: at + down, end: at + down + quietAfter, fate: []fate{fatePersists, fateEnds, fateChanges}[c.Intn(3)], srv: -1}
+	ep := episode{stop: at, start: at + down, end: at + down + after, before: before, fate: []fate{fatePersists, fateEnds, fateChanges}[c.Intn(3)], srv: -1}
 	during := at + down/2 // what becomes of the fault, while the controller is down
 	var steps []step
 	keep := func(st step) {
@@ -454,10 +514,10 @@ func restartOverFault(c *chooser, h *history, at time.Duration, g int,
 			// an owner follows the stream: the fault is what the owners
 			// show.
 			o := owner()
-			keep(step{at: at - quietBefore, desc: fmt.Sprintf("o%d follows s%d", o, srv), do: func(w *world) { w.follow(o, srv) }})
+			keep(step{at: at - before, desc: fmt.Sprintf("o%d follows s%d", o, srv), do: func(w *world) { w.follow(o, srv) }})
 			for o := range h.owners {
 				for _, name := range []string{"g0", "g1"} {
-					keep(step{at: at - quietBefore - time.Millisecond, desc: fmt.Sprintf("o%d gate %s established", o, name), do: func(w *world) {
+					keep(step{at: at - before - time.Millisecond, desc: fmt.Sprintf("o%d gate %s established", o, name), do: func(w *world) {
 						w.setGate(o, name, wgreadiness.LevelEstablished, false)
 					}})
 				}

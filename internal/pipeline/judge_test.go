@@ -336,13 +336,15 @@ type streamTruth struct {
 	// consumer is how long the consumer takes over a snapshot: a stream
 	// goes live that much after its server handed the replay over.
 	consumer time.Duration
+	// deadline is the stream's ProgressDeadline.
+	deadline time.Duration
 }
 
 func (w *world) truths(end time.Duration) []streamTruth {
 	bridge := maxBackoff + shortSession
 	var out []streamTruth
 	for _, s := range w.servers {
-		tr := streamTruth{consumer: s.spec.snapshotDelay}
+		tr := streamTruth{consumer: s.spec.snapshotDelay, deadline: w.h.deadline()}
 		// When the server had a live watch, as the watch judge holds it
 		// (judgekit.LiveSpans): every process's watches count. A Stream
 		// starts with no cursor, so it is in doubt only after a session
@@ -391,8 +393,8 @@ func (w *world) truths(end time.Duration) []streamTruth {
 func (tr streamTruth) needsHuman(t time.Duration) bool {
 	g := judgekit.GapStart(tr.live, t)
 	return judgekit.Covered(tr.human, t-humanGrace, t-eps) ||
-		(g >= 0 && t-g >= deadline-eps-tr.consumer) ||
-		judgekit.Covered(tr.trouble, t-deadline+eps, t-eps)
+		(g >= 0 && t-g >= tr.deadline-eps-tr.consumer) ||
+		judgekit.Covered(tr.trouble, t-tr.deadline+eps, t-eps)
 }
 
 func judge(w *world, end time.Duration) (v verdict) {
@@ -430,15 +432,21 @@ func judge(w *world, end time.Duration) (v verdict) {
 }
 
 // judgeGates: Ready=True only while every caller's gate is established,
-// Stalled=True while one is stalled; never held over either.
+// Stalled=True while one is stalled; never held over either. The gates
+// are the reconcile's: before a standby history's workers run, nobody
+// knows them.
 func judgeGates(v *verdict, w *world, lw lifeWindow) {
 	l := lw.l
+	known := lw.p.workersAt
+	if known < 0 {
+		return
+	}
 	for _, name := range slices.Sorted(maps.Keys(w.gates[l.o])) {
 		for _, seg := range w.gateSegments(l.o, name, lw.to) {
 			if !seg.m.present || seg.m.level == wgreadiness.LevelEstablished {
 				continue
 			}
-			from, to := max(seg.from, lw.from)+eps, min(seg.to, lw.to)
+			from, to := max(seg.from, lw.from, known)+eps, min(seg.to, lw.to)
 			if at := l.findStored(from, to, readyTrue); at >= 0 {
 				v.add(&v.readyWhileIncomplete, "%s %s: Ready=True at %v while gate %s is %s (starting=%v) since %v (process %d)",
 					l.key, l.uid, at, name, seg.m.level, seg.m.starting, seg.from, lw.p.id)
@@ -468,21 +476,33 @@ func judgeStreams(v *verdict, w *world, lw lifeWindow) {
 		if gfrom >= gto {
 			continue
 		}
-		// The generation is observed at once.
-		if at := l.findStored(gfrom+eps, gto, func(c []metav1.Condition, observed int64) bool {
-			return isTrue(c, wgreadiness.ConditionReady) && observed != g.gen
-		}); at >= 0 {
-			v.add(&v.readyWhileIncomplete, "%s %s: Ready=True at %v for generation %d, not %d (since %v, process %d)", l.key, l.uid, at, g.gen, g.gen, g.at, p.id)
+		// The generation is observed at once, once the workers run (a
+		// standby writer does not reconcile).
+		if p.workersAt >= 0 {
+			if at := l.findStored(max(gfrom, p.workersAt)+eps, gto, func(c []metav1.Condition, observed int64) bool {
+				return isTrue(c, wgreadiness.ConditionReady) && observed != g.gen
+			}); at >= 0 {
+				_, observed, _ := l.storedAt(at)
+				v.add(&v.readyWhileIncomplete, "%s %s: Ready=True at %v with observedGeneration %d, not %d (since %v, process %d)", l.key, l.uid, at, observed, g.gen, g.at, p.id)
+			}
 		}
 		for i := range w.servers {
 			if g.streams&(1<<i) == 0 {
 				continue
 			}
+			// A stream the reconcile tracks, not the standby writer, is
+			// known once the workers run.
+			known := gfrom
+			if w.h.standby && w.h.kinds&(1<<i) == 0 {
+				if known = max(known, p.workersAt); p.workersAt < 0 {
+					continue
+				}
+			}
 			for _, seg := range p.stateSegments(i, lw.to) {
 				if seg.s.Phase == wgwatch.PhaseStreaming {
 					continue
 				}
-				from, to := max(seg.from, gfrom), min(seg.to, gto)
+				from, to := max(seg.from, known), min(seg.to, gto)
 				if from >= to {
 					continue
 				}
@@ -523,7 +543,7 @@ func judgeStreams(v *verdict, w *world, lw lifeWindow) {
 				}
 			}
 			for _, gap := range p.viewGaps(i, lw.to) {
-				from, to := max(gap.From, gfrom), min(gap.To, gto)
+				from, to := max(gap.From, known), min(gap.To, gto)
 				if from >= to {
 					continue
 				}
@@ -847,7 +867,7 @@ func judgeEpisodes(v *verdict, w *world, end time.Duration) {
 		to := min(ep.end, end, w.h.horizon)
 		what := fmt.Sprintf("controller restart at %v over %s (back at %v)", ep.stop, ep.desc, ep.start)
 		for _, l := range w.lives {
-			if l.created > ep.stop-quietBefore || (l.deleted >= 0 && l.deleted < ep.end) {
+			if l.created > ep.stop-ep.before || (l.deleted >= 0 && l.deleted < ep.end) {
 				continue
 			}
 			conds, observed, _ := l.storedAt(ep.stop)
@@ -952,7 +972,8 @@ func startReason(c []metav1.Condition) bool {
 // (package readiness, Restarts), never longer.
 func judgeHeldStall(v *verdict, w *world, lw lifeWindow) {
 	l, p := lw.l, lw.p
-	points := []time.Duration{lw.from, p.start + wgreadiness.DefaultNotReadyHold}
+	hold := w.h.notReadyHold()
+	points := []time.Duration{lw.from, p.start + hold}
 	for _, wr := range l.writes {
 		points = append(points, wr.at)
 	}
@@ -976,7 +997,7 @@ func judgeHeldStall(v *verdict, w *world, lw lifeWindow) {
 		if !isTrue(conds, wgreadiness.ConditionStalled) || stallShown(w, l, p, t) {
 			continue
 		}
-		if proc != p.id && t < p.start+wgreadiness.DefaultNotReadyHold+eps {
+		if proc != p.id && t < p.start+hold+eps {
 			continue // held over the restart
 		}
 		v.add(&v.heldTooLong, "%s %s: Stalled=True at %v with no gate stalled (written by process %d; process %d started %v)",
@@ -1203,8 +1224,12 @@ func (w *world) log(end time.Duration) string {
 // half the histories resuming each Stream from the cursor and consumer's
 // view the last process persisted; consumers slow over snapshots;
 // apiserver restarts, some while the controller is down; owners created,
-// deleted and recreated, some while the controller is down) and checks on
-// each, against its ground truth:
+// deleted and recreated, some while the controller is down; streams with
+// a ProgressDeadline of 10 minutes, the accumulator given their Policy;
+// controllers with a standby writer, as wgctrl's Owner, writing only what
+// ApplyStandby returns until their caches sync, knowing some of the
+// streams an owner depends on) and checks on each, against its ground
+// truth:
 //
 //   - a Warning is recorded exactly once per escalation to Stalled, on each
 //     recorder kind, and never otherwise; Stalled=True only when a human
@@ -1236,15 +1261,22 @@ func (w *world) log(end time.Duration) string {
 //   - one first-Ready outcome per object UID, as the metrics doc promises
 //     it, and each process's registry holds exactly those.
 //
-// It prints one summary line.
+// It prints one summary line, and one counting the worlds beyond faults
+// ("pipeline: worlds standby_writers=... progress_deadline_10m=...").
 func TestPipeline(t *testing.T) {
 	start := time.Now()
 	before := runtime.NumGoroutine()
 	var total verdict
-	failed := 0
+	failed, standby, longDeadline := 0, 0, 0
 	for i := range *pipelineHistories {
 		seed := *pipelineSeed + uint64(i)
 		h := generate(seed, &chooser{Rng: rand.New(rand.NewPCG(seed, 19))})
+		if h.standby {
+			standby++
+		}
+		if h.deadline() > wgwatch.DefaultProgressDeadline {
+			longDeadline++
+		}
 		var v verdict
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			v = play(t, h)
@@ -1267,6 +1299,9 @@ func TestPipeline(t *testing.T) {
 		total.restartWrites, total.noopWrites, total.kstatusDisagree, total.firstReadyWrong, leaks,
 		total.writes, total.warnings, total.held, total.viewGaps, total.quietChecked[0], total.quietChecked[1], total.quietChecked[2], total.quietChecked[3],
 		total.resumedChecked[0], total.resumedChecked[1], total.messagesCompared, total.fates[0], total.fates[1], total.fates[2], total.firstReady, time.Since(start).Round(time.Second))
+	// The worlds beyond faults: controllers with a standby writer (as
+	// wgctrl's Owner), streams with a ProgressDeadline of 10 minutes.
+	fmt.Printf("pipeline: worlds standby_writers=%d progress_deadline_10m=%d\n", standby, longDeadline)
 	if leaks > 0 {
 		t.Errorf("%d goroutines more than before the histories", leaks)
 	}
