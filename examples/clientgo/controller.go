@@ -159,9 +159,11 @@ func New(opts Options) (*Controller, error) {
 	}
 	// The accumulator turns stream states into one verdict per WatchTarget
 	// and calls OnChange (never blocking the stream) when a verdict
-	// changes: that is what requeues the target.
+	// changes: that is what requeues the target. It is given the streams'
+	// Policy: its restart hold follows their ProgressDeadline.
 	if c.acc, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{
 		Rollup:   wgreadiness.Options{StreamsCondition: StreamsCondition},
+		Policy:   opts.Policy,
 		OnChange: func(key types.NamespacedName) { c.queue.Add(key) },
 	}); err != nil {
 		return nil, fmt.Errorf("clientgo: %w", err)

@@ -113,7 +113,9 @@ func NewInstrumentation(opts Options) (*Instrumentation, error) {
 	// The accumulator turns informer states into one verdict per
 	// WatchTarget and calls OnChange, off the informer's goroutine, when a
 	// verdict changes: that is what requeues the target.
-	acc, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{OnChange: in.requeue})
+	// It is given the informers' Policy: its restart hold follows their
+	// ProgressDeadline.
+	acc, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Policy: opts.Policy, OnChange: in.requeue})
 	if err != nil {
 		return nil, fmt.Errorf("ctrlruntime: %w", err)
 	}

@@ -84,10 +84,14 @@
 //     denied), tracks every owner object against the watched kinds' streams,
 //     and writes the trio of every owner whose verdict is Stalled, with one
 //     Warning Event, within the streams' human grace (Policy.HumanGrace, 15
-//     seconds, plus the informer's retry). It writes nothing else (the
-//     controller writes Ready once it runs, for the generation it has
-//     reconciled) and stands down for good at the first [Owner.Status] call:
-//     from then on the controller's workers run.
+//     seconds, plus the informer's retry), and of every owner Ready=True
+//     that a watched kind's stream in trouble past the start grace takes
+//     Ready from ([wgreadiness.Accumulator.ApplyStandby]). It writes nothing
+//     else (it knows none of the gates your Reconcile sets: the controller
+//     writes the rest once it runs, for the generation it has reconciled),
+//     what it leaves unwritten does not end the restart hold, and it
+//     stands down for good at the first [Owner.Status] call: from then on
+//     the controller's workers run.
 //   - A watched kind that the API server does not serve has no informer and
 //     so no stream: the standby writer reports the kind's stream Blocked with
 //     reason ResourceNotFound, needing a human, after the same grace, and

@@ -192,7 +192,7 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 		}
 		o.deps = append(o.deps, dep{obj: d, gvk: dgvk, name: name})
 	}
-	o.acc, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Rollup: g.opts.Rollup, OnChange: o.changed})
+	o.acc, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Rollup: g.opts.Rollup, Policy: g.opts.Policy, OnChange: o.changed})
 	if err != nil {
 		return nil, fmt.Errorf("wgctrl: %w", err)
 	}
@@ -285,8 +285,15 @@ func (o *Owner) track(key types.NamespacedName) {
 // reading the owner again, past the cache, and one that persists
 // requeues the owner shortly, quietly; a write cut short by the manager
 // stopping returns nil (the next manager reconciles again); other errors
-// are returned for controller-runtime to retry. Call it even when your own steps failed
-// (with defer), so that the owner's conditions never wait on them.
+// are returned for controller-runtime to retry. The conditions and
+// status.observedGeneration written are for obj's generation, the one
+// Reconcile read, even when a conflict had the owner read again at a newer
+// one (a spec change under the reconcile, which queues the owner again): a
+// generation no Reconcile handled is never written as observed, and
+// nothing is written over a newer generation's status. An owner deleted
+// meanwhile (NotFound) is forgotten, quietly. Call it even when your own
+// steps failed (with defer), so that the owner's conditions never wait on
+// them.
 //
 // The first call also tells the standby writer that the controller's
 // workers run. On a nil Owner it does nothing: a reconciler made without
@@ -300,6 +307,7 @@ func (o *Owner) Status(ctx context.Context, obj client.Object) error {
 	o.mu.Unlock()
 	key := client.ObjectKeyFromObject(obj)
 	o.track(key)
+	gen := obj.GetGeneration()
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		target := obj
@@ -309,18 +317,23 @@ func (o *Owner) Status(ctx context.Context, obj client.Object) error {
 				return err
 			}
 			if err := o.cfg.APIReader.Get(ctx, key, fresh); err != nil {
-				return client.IgnoreNotFound(err)
+				return err
 			}
 			target = fresh
 		}
 		first = false
-		rv, err := o.write(ctx, target, false)
+		rv, err := o.write(ctx, target, gen, false)
 		if err == nil && rv != "" {
 			obj.SetResourceVersion(rv)
 		}
 		return err
 	})
 	switch {
+	case apierrors.IsNotFound(err):
+		// Deleted under the reconcile: routine. Its delete event may
+		// have come before this Status tracked it again.
+		o.forget(key)
+		return nil
 	case err != nil && ctx.Err() != nil:
 		// The manager is stopping: the next one reconciles the owner
 		// again. Nothing failed that a log at error level should show.
@@ -350,11 +363,12 @@ func (o *Owner) requeueAfter(key types.NamespacedName, d time.Duration) {
 	}
 }
 
-// write writes obj's trio and observedGeneration when they changed, and
-// records the Event. With onlyStalled it writes only a verdict that is
-// Stalled: what must not wait for the controller's workers. It returns the
-// resourceVersion written, or "" when nothing was.
-func (o *Owner) write(ctx context.Context, obj client.Object, onlyStalled bool) (string, error) {
+// write writes obj's trio and observedGeneration for generation gen when
+// they changed, and records the Event; nothing when obj's status is for a
+// newer generation already. With standby it writes only what must not
+// wait for the controller's workers ([wgreadiness.Accumulator.ApplyStandby]).
+// It returns the resourceVersion written, or "" when nothing was.
+func (o *Owner) write(ctx context.Context, obj client.Object, gen int64, standby bool) (string, error) {
 	u, err := toUnstructured(obj)
 	if err != nil {
 		return "", fmt.Errorf("wgctrl: %w", err)
@@ -364,11 +378,18 @@ func (o *Owner) write(ctx context.Context, obj client.Object, onlyStalled bool) 
 		return "", fmt.Errorf("wgctrl: %s %s: %w", o.gvk.Kind, client.ObjectKeyFromObject(obj), err)
 	}
 	o.sight(obj, before)
-	gen := obj.GetGeneration()
+	if observed > gen {
+		return "", nil // a newer generation's status: not ours to write over
+	}
 	after := slices.Clone(before)
-	changed := o.acc.Apply(client.ObjectKeyFromObject(obj), &after, gen, o.g.clock.Now())
-	if onlyStalled && !meta.IsStatusConditionTrue(after, wgreadiness.ConditionStalled) {
-		return "", nil
+	var changed bool
+	if standby {
+		if !o.acc.ApplyStandby(client.ObjectKeyFromObject(obj), &after, gen, o.g.clock.Now()) {
+			return "", nil
+		}
+		changed = true
+	} else {
+		changed = o.acc.Apply(client.ObjectKeyFromObject(obj), &after, gen, o.g.clock.Now())
 	}
 	o.mu.Lock()
 	pruned := o.pruned
@@ -460,7 +481,8 @@ func (o *Owner) changed(key types.NamespacedName) {
 // to sync, tracks every owner object as it appears, reports a watched kind
 // the API server does not serve (a CRD not installed) once it has not been
 // served for Policy.HumanGrace, and, until Status is first called, writes
-// every owner whose verdict is Stalled. It returns nil when ctx is done,
+// every owner whose verdict is Stalled or whose Ready=True a watched kind's
+// stream takes away ([wgreadiness.Accumulator.ApplyStandby]). It returns nil when ctx is done,
 // after its goroutines have ended.
 func (o *Owner) Start(ctx context.Context) error {
 	if o.cfg.Informers == nil {
@@ -538,10 +560,7 @@ func (o *Owner) followOwners(ctx context.Context) {
 				o.g.firstReady.Delete(m.GetUID())
 			}
 			if k, ok := key(x); ok {
-				o.acc.RemoveOwner(k)
-				o.mu.Lock()
-				delete(o.extra, k)
-				o.mu.Unlock()
+				o.forget(k)
 			}
 		},
 	})
@@ -610,6 +629,14 @@ func (o *Owner) informer(ctx context.Context, obj client.Object, notServed func(
 	}
 }
 
+// forget drops key, deleted: its gates, streams and tracked extras.
+func (o *Owner) forget(key types.NamespacedName) {
+	o.acc.RemoveOwner(key)
+	o.mu.Lock()
+	delete(o.extra, key)
+	o.mu.Unlock()
+}
+
 // writeNext writes the next owner of the standby queue, if the controller's
 // workers do not run yet. It returns false once the queue has shut down.
 func (o *Owner) writeNext(ctx context.Context, standby workqueue.TypedRateLimitingInterface[types.NamespacedName]) bool {
@@ -629,7 +656,7 @@ func (o *Owner) writeNext(ctx context.Context, standby workqueue.TypedRateLimiti
 	if err == nil {
 		err = o.cfg.Client.Get(ctx, key, obj)
 		if err == nil {
-			_, err = o.write(ctx, obj, true)
+			_, err = o.write(ctx, obj, obj.GetGeneration(), true)
 		}
 	}
 	switch {

@@ -652,3 +652,97 @@ func TestStatusConflictIsQuiet(t *testing.T) {
 		t.Errorf("the manager stopping: Reconcile() = %v, want nil", err)
 	}
 }
+
+// A write conflict from a spec change under the reconcile: Status reads
+// the owner again, at generation 2, and writes the verdict of the
+// generation Reconcile read (1) as observed, never 2: kstatus reads the
+// owner InProgress until a reconcile of generation 2 writes it. Before,
+// generation 2 was written Ready=True before any reconcile saw it.
+func TestStatusAfterAConflictWritesTheReconciledGeneration(t *testing.T) {
+	gb := &Guestbook{ObjectMeta: metav1.ObjectMeta{Name: gbKey.Name, Namespace: gbKey.Namespace, Generation: 1}}
+	base := fake.NewClientBuilder().WithScheme(newScheme()).WithObjects(gb).WithStatusSubresource(gb).Build()
+	conflicted := false
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if !conflicted {
+				conflicted = true
+				spec := &Guestbook{}
+				if err := base.Get(ctx, gbKey, spec); err != nil {
+					return err
+				}
+				spec.Generation = 2 // the spec changed under the reconcile
+				if err := base.Update(ctx, spec); err != nil {
+					return err
+				}
+				return apierrors.NewConflict(schema.GroupResource{Group: "webapp.example.com", Resource: "guestbooks"}, gbKey.Name, errors.New("the object has been modified"))
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	})
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10)}, &Guestbook{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner.Accumulator().SetGate(gbKey, wgreadiness.Established("Spec", "Valid", "the spec is valid"))
+	read := &Guestbook{}
+	if err := c.Get(t.Context(), gbKey, read); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Status(t.Context(), read); err != nil {
+		t.Fatalf("Status() = %v", err)
+	}
+	got := &Guestbook{}
+	if err := base.Get(t.Context(), gbKey, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Generation != 2 {
+		t.Fatalf("generation = %d, want 2: the case is not set up", got.Generation)
+	}
+	if got.Status.ObservedGeneration != 1 {
+		t.Errorf("status.observedGeneration = %d, want 1 (the generation Reconcile read)", got.Status.ObservedGeneration)
+	}
+	for _, cond := range got.Status.Conditions {
+		if cond.ObservedGeneration != 1 {
+			t.Errorf("%s.observedGeneration = %d, want 1", cond.Type, cond.ObservedGeneration)
+		}
+	}
+	// A newer generation's status is not written over.
+	got.Status.ObservedGeneration = 2
+	if err := base.Status().Update(t.Context(), got); err != nil {
+		t.Fatal(err)
+	}
+	stale := read.DeepCopyObject().(*Guestbook) // as the cache had it: a conflict
+	if err := owner.Status(t.Context(), stale); err != nil {
+		t.Fatalf("Status() of a stale read = %v", err)
+	}
+	if err := base.Get(t.Context(), gbKey, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ObservedGeneration != 2 {
+		t.Errorf("after Status of generation 1 over generation 2's status: observedGeneration = %d, want 2", got.Status.ObservedGeneration)
+	}
+}
+
+// An owner deleted under the reconcile: the status write's NotFound is
+// routine (no error for controller-runtime to log and retry), and the
+// owner is forgotten, not tracked for the life of the process.
+func TestStatusOfADeletedOwnerIsQuiet(t *testing.T) {
+	f := newFixture(t, &corev1.ConfigMap{})
+	gb := f.guestbook(t)
+	if err := f.client.Delete(t.Context(), gb); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.owner.Status(t.Context(), gb); err != nil {
+		t.Errorf("Status() of a deleted owner = %v, want nil", err)
+	}
+	if g := f.owner.Accumulator().Gates(gbKey); g != nil {
+		t.Errorf("Gates() of the deleted owner = %+v, want none: it is still tracked", g)
+	}
+	if got := f.events(); len(got) != 0 {
+		t.Errorf("Events = %q, want none", got)
+	}
+}
