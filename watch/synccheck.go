@@ -48,8 +48,28 @@ func (c *SyncCheck) StateChanged(s State) {
 	}
 }
 
-// Forget drops a stream that has stopped for good; a stream of that name
-// that reports later counts afresh.
+// Expect names streams the probe waits for before they have reported: a
+// process that knows which streams it will run (the informers its
+// controllers watch) is not ready before they exist, and each counts as
+// waiting until it has been Streaming, as if it had reported. A stream
+// that will not run after all (its kind is not served) is dropped with
+// Forget. Expecting a stream that has synced changes nothing.
+func (c *SyncCheck) Expect(streams ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.synced == nil {
+		c.waiting, c.synced = map[string]bool{}, map[string]bool{}
+	}
+	for _, s := range streams {
+		if !c.synced[s] {
+			c.waiting[s] = true
+		}
+	}
+}
+
+// Forget drops a stream that has stopped for good, or that Expect named
+// and will not run; a stream of that name that reports later counts
+// afresh.
 func (c *SyncCheck) Forget(stream string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -60,8 +80,9 @@ func (c *SyncCheck) Forget(stream string) {
 // SessionEnded does nothing: a session ending changes no stream's sync.
 func (c *SyncCheck) SessionEnded(SessionEnd) {}
 
-// Check returns nil once every stream that has reported has been
-// Streaming, else an error wrapping [ErrNotSynced] naming at most five.
+// Check returns nil once every stream that has reported, or that Expect
+// named, has been Streaming, else an error wrapping [ErrNotSynced] naming
+// at most five.
 func (c *SyncCheck) Check(*http.Request) error {
 	c.mu.Lock()
 	waiting := make([]string, 0, len(c.waiting))

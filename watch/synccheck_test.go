@@ -14,24 +14,29 @@ func TestSyncCheck(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
+		expect []string
 		states []wgwatch.State
 		forget []string
 		want   string // "" for ready
 	}{
-		{"nothing reported", nil, nil, ""},
-		{"a stream starting", []wgwatch.State{st("pods", wgwatch.PhaseStarting, false)}, nil, "pods never streamed"},
-		{"a stream on its first replay", []wgwatch.State{st("pods", wgwatch.PhaseStarting, false), st("pods", wgwatch.PhaseReplaying, false)}, nil, "pods never streamed"},
-		{"a stream denied from the start", []wgwatch.State{st("secrets", wgwatch.PhaseStarting, false), st("secrets", wgwatch.PhaseBlocked, true)}, nil, "secrets never streamed"},
-		{"every stream streamed", []wgwatch.State{st("pods", wgwatch.PhaseStarting, false), st("pods", wgwatch.PhaseStreaming, false)}, nil, ""},
-		{"a stream blocked after it streamed: still ready", []wgwatch.State{st("pods", wgwatch.PhaseStreaming, false), st("pods", wgwatch.PhaseBlocked, true), st("pods", wgwatch.PhaseStarting, false)}, nil, ""},
-		{"one of two", []wgwatch.State{st("pods", wgwatch.PhaseStreaming, false), st("secrets", wgwatch.PhaseStarting, false)}, nil, "secrets never streamed"},
-		{"a stream that never streamed, forgotten", []wgwatch.State{st("pods", wgwatch.PhaseStreaming, false), st("secrets", wgwatch.PhaseStarting, false)}, []string{"secrets"}, ""},
-		{"seven waiting: five named", []wgwatch.State{st("a", "", false), st("b", "", false), st("c", "", false), st("d", "", false), st("e", "", false), st("f", "", false), st("g", "", false)},
+		{"expected, not reported yet", []string{"pods"}, nil, nil, "pods never streamed"},
+		{"expected, streamed", []string{"pods"}, []wgwatch.State{st("pods", wgwatch.PhaseStreaming, false)}, nil, ""},
+		{"expected, not served: forgotten", []string{"pods", "widgets"}, []wgwatch.State{st("pods", wgwatch.PhaseStreaming, false)}, []string{"widgets"}, ""},
+		{"nothing reported", nil, nil, nil, ""},
+		{"a stream starting", nil, []wgwatch.State{st("pods", wgwatch.PhaseStarting, false)}, nil, "pods never streamed"},
+		{"a stream on its first replay", nil, []wgwatch.State{st("pods", wgwatch.PhaseStarting, false), st("pods", wgwatch.PhaseReplaying, false)}, nil, "pods never streamed"},
+		{"a stream denied from the start", nil, []wgwatch.State{st("secrets", wgwatch.PhaseStarting, false), st("secrets", wgwatch.PhaseBlocked, true)}, nil, "secrets never streamed"},
+		{"every stream streamed", nil, []wgwatch.State{st("pods", wgwatch.PhaseStarting, false), st("pods", wgwatch.PhaseStreaming, false)}, nil, ""},
+		{"a stream blocked after it streamed: still ready", nil, []wgwatch.State{st("pods", wgwatch.PhaseStreaming, false), st("pods", wgwatch.PhaseBlocked, true), st("pods", wgwatch.PhaseStarting, false)}, nil, ""},
+		{"one of two", nil, []wgwatch.State{st("pods", wgwatch.PhaseStreaming, false), st("secrets", wgwatch.PhaseStarting, false)}, nil, "secrets never streamed"},
+		{"a stream that never streamed, forgotten", nil, []wgwatch.State{st("pods", wgwatch.PhaseStreaming, false), st("secrets", wgwatch.PhaseStarting, false)}, []string{"secrets"}, ""},
+		{"seven waiting: five named", nil, []wgwatch.State{st("a", "", false), st("b", "", false), st("c", "", false), st("d", "", false), st("e", "", false), st("f", "", false), st("g", "", false)},
 			nil, "a, b, c, d, e and 2 more never streamed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var c wgwatch.SyncCheck
+			c.Expect(tt.expect...)
 			for _, s := range tt.states {
 				c.StateChanged(s)
 			}

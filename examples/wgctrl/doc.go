@@ -35,6 +35,9 @@
 // kubectl wait read it, and without it every reconcile after a restart
 // would be a status write. The controller needs RBAC to record Events:
 // `+kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch`.
+// An Event is recorded in its owner's namespace; a cluster-scoped owner's
+// land in the namespace "default" (client-go's recorders put them there),
+// so its controller needs that RBAC in "default" or cluster-wide.
 // examples/README.md has the whole change to a fresh kubebuilder project,
 // the one its end-to-end test applies and runs.
 //

@@ -216,7 +216,10 @@ func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 // (toolscache.NewSharedIndexInformer), from lw wrapped with
 // [wgwatch.Instrument], so that its lists, watches and session endings are
 // graded and reported to every Owner, the metrics and Options.Observer. The
-// informer behaves as it would without the wrapper.
+// informer behaves as it would without the wrapper; once its Run returns
+// (the cache's RemoveInformer, or the manager stopping) the Grader forgets
+// its state, so that a kind's informer removed and made again is graded by
+// the one that runs.
 //
 // The stream is named by [StreamName] from obj's kind. A cache restricted
 // to several namespaces (cache.Options.DefaultNamespaces) makes one
@@ -265,16 +268,38 @@ func (g *Grader) newInformer(build func(toolscache.ListerWatcher, runtime.Object
 		g.log.Error(err, "informer is not graded", "stream", name)
 		return build(lw, obj, resync, indexers)
 	}
-	return build(ilw, obj, resync, indexers)
+	return &stoppingInformer{SharedIndexInformer: build(ilw, obj, resync, indexers), stopped: func() { g.informerStopped(observer, name, i) }}
+}
+
+// stoppingInformer is an informer that tells the Grader when it has
+// stopped: its Run returned (the cache's RemoveInformer, or the manager
+// stopping).
+type stoppingInformer struct {
+	toolscache.SharedIndexInformer
+	stopped func()
+}
+
+func (i *stoppingInformer) Run(stop <-chan struct{}) {
+	defer i.stopped()
+	i.SharedIndexInformer.Run(stop)
+}
+
+func (i *stoppingInformer) RunWithContext(ctx context.Context) {
+	defer i.stopped()
+	i.SharedIndexInformer.RunWithContext(ctx)
 }
 
 // ReadyzCheck is a healthz.Checker for the manager's readiness probe,
 // mgr.AddReadyzCheck("watches", grade.ReadyzCheck): it fails while an
-// informer of the cache has never synced, and passes once each has, for
-// good ([wgwatch.SyncCheck]). A pod that is not ready is taken out of its
+// informer of the cache has never synced, or, for each [Grader.Owner],
+// the informer of its kind or of a kind it watches does not exist yet
+// (before the manager has made it: the probe does not pass before
+// anything is known), and passes once each has synced, for good
+// ([wgwatch.SyncCheck]). A pod that is not ready is taken out of its
 // Services' endpoints, webhooks included, which is right while its caches
 // are empty and wrong afterwards, when a denied or failing watch is what
-// the owners' Stalled conditions report. Do not use it as the liveness
+// the owners' Stalled conditions report. An informer that stopped (the
+// cache's RemoveInformer) is not waited for. Do not use it as the liveness
 // probe: a restart never fixes RBAC or a missing CRD. A kind whose CRD is
 // not installed has no informer, so it does not hold the probe back.
 func (g *Grader) ReadyzCheck(req *http.Request) error {
@@ -406,6 +431,39 @@ func (g *Grader) informerState(observer wgwatch.Observer, name string, i int, s 
 	if changed {
 		// Under merge, so that the states of two informers reach the
 		// observer in the order they were merged.
+		observer.StateChanged(worst)
+	}
+}
+
+// informerStopped forgets the state of the i-th informer named name, whose
+// Run returned (the cache's RemoveInformer, or the manager stopping): a stopped
+// informer's last stall must not keep the owners Stalled, nor its never
+// finished sync the probe failing, once another informer serves the kind.
+// What the informers still running publish is passed on to observer if
+// it changed; with none running, nothing is, and ReadyzCheck forgets the
+// name until an informer of it reports again.
+func (g *Grader) informerStopped(observer wgwatch.Observer, name string, i int) {
+	g.merge.Lock()
+	defer g.merge.Unlock()
+	g.mu.Lock()
+	states := g.streams[name]
+	states[i] = wgwatch.State{}
+	var worst wgwatch.State
+	for _, st := range states {
+		if st.Phase != "" && (worst.Phase == "" || severity(st) > severity(worst)) {
+			worst = st
+		}
+	}
+	changed := worst.Phase != "" && g.shown[name] != worst
+	if changed {
+		g.shown[name] = worst
+	}
+	g.mu.Unlock()
+	if worst.Phase == "" {
+		// None runs: the probe does not wait for one that stopped.
+		g.synced.Forget(name)
+	}
+	if changed {
 		observer.StateChanged(worst)
 	}
 }

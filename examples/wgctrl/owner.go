@@ -133,6 +133,13 @@ func (g *Grader) Owner(mgr manager.Manager, owner client.Object, deps ...client.
 	if err := mgr.Add(o); err != nil {
 		return nil, fmt.Errorf("wgctrl: %w", err)
 	}
+	// The probe waits for the informers the manager will run: the owner
+	// kind's and the watched kinds', each until it has synced once or is
+	// found not served (Start).
+	if name, err := g.streamName(owner); err == nil {
+		g.synced.Expect(name)
+	}
+	g.synced.Expect(o.Streams()...)
 	return o, nil
 }
 
@@ -520,7 +527,12 @@ func (o *Owner) followOwners(ctx context.Context) {
 		o.log.Error(err, "cannot follow the owner kind")
 		return
 	}
-	inf, ok := o.informer(ctx, obj, func() {})
+	name, err := o.g.streamName(obj)
+	if err != nil {
+		o.log.Error(err, "cannot follow the owner kind")
+		return
+	}
+	inf, ok := o.informer(ctx, obj, func() { o.g.synced.Forget(name) })
 	if !ok {
 		return
 	}
@@ -582,6 +594,7 @@ func (o *Owner) follow(ctx context.Context, d dep) {
 	since := o.g.clock.Now()
 	reported := false
 	_, ok := o.informer(ctx, d.obj, func() {
+		o.g.synced.Forget(d.name) // no informer: the probe does not wait for one
 		if !reported && o.g.clock.Since(since) >= grace {
 			reported = true
 			o.acc.StateChanged(wgwatch.State{
@@ -616,10 +629,15 @@ func (o *Owner) informer(ctx context.Context, obj client.Object, notServed func(
 		if err == nil {
 			return inf, true
 		}
-		if meta.IsNoMatchError(err) {
+		switch class, _ := wgwatch.Classify(err); {
+		case meta.IsNoMatchError(err):
 			notServed()
-		} else {
-			o.log.Error(err, "cannot get an informer from the cache; retrying", "kind", fmt.Sprintf("%T", obj))
+		case class == wgwatch.ClassTransient:
+			// The API server not answering yet (a manager started while
+			// it restarts): routine, retried; the streams grade it.
+			o.log.V(1).Info("cannot get an informer from the cache yet; retrying", "kind", o.kindOf(obj), "err", err.Error())
+		default:
+			o.log.Error(err, "cannot get an informer from the cache; retrying", "kind", o.kindOf(obj))
 		}
 		select {
 		case <-ctx.Done():
@@ -635,6 +653,15 @@ func (o *Owner) forget(key types.NamespacedName) {
 	o.mu.Lock()
 	delete(o.extra, key)
 	o.mu.Unlock()
+}
+
+// kindOf names obj's kind for a log line ("ConfigMap.v1", with
+// " (metadata)" for a metadata-only informer's), or its Go type.
+func (o *Owner) kindOf(obj client.Object) string {
+	if name, err := o.g.streamName(obj); err == nil {
+		return name
+	}
+	return fmt.Sprintf("%T", obj)
 }
 
 // writeNext writes the next owner of the standby queue, if the controller's

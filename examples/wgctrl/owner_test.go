@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
@@ -744,5 +745,105 @@ func TestStatusOfADeletedOwnerIsQuiet(t *testing.T) {
 	}
 	if got := f.events(); len(got) != 0 {
 		t.Errorf("Events = %q, want none", got)
+	}
+}
+
+// An informer removed from the cache (cache.RemoveInformer, as operators
+// that watch CRDs dynamically do) and made again: the stopped one's last
+// stall no longer keeps the owners Stalled, nor its unfinished sync the
+// probe failing. Before, the Grader merged every informer ever made for
+// the kind, for good.
+func TestStoppedInformerIsForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, &corev1.ConfigMap{})
+		denied := watchtest.NewServer(watchtest.ServerOptions{})
+		denied.SetFaults(watchtest.Faults{Err: watchtest.Forbidden()})
+		first := f.grade.NewInformer(denied, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { first.RunWithContext(ctx) })
+		time.Sleep(wgwatch.DefaultHumanGrace + time.Minute)
+		synctest.Wait()
+		f.reconcile(t)
+		if s, r := condition(f.guestbook(t), wgreadiness.ConditionStalled); s != metav1.ConditionTrue {
+			t.Fatalf("denied: Stalled = %s (%s), want True: the case is not set up", s, r)
+		}
+		cancel() // removed from the cache
+		wg.Wait()
+		synctest.Wait()
+
+		healthy := watchtest.NewServer(watchtest.ServerOptions{})
+		second := f.grade.NewInformer(healthy, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+		ctx, cancel = context.WithCancel(t.Context())
+		wg.Go(func() { second.RunWithContext(ctx) })
+		defer func() { cancel(); wg.Wait() }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		f.reconcile(t)
+		gb := f.guestbook(t)
+		if s, r := condition(gb, wgreadiness.ConditionReady); s != metav1.ConditionTrue {
+			t.Errorf("the kind's new informer streams: Ready = %s (%s), want True", s, r)
+		}
+		if err := f.grade.ReadyzCheck(nil); err != nil {
+			t.Errorf("the kind's new informer synced: ReadyzCheck() = %v, want nil", err)
+		}
+	})
+}
+
+// An informer that never synced, removed, and not made again: the probe
+// does not wait for it.
+func TestStoppedInformerDoesNotHoldTheProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, &corev1.ConfigMap{})
+		denied := watchtest.NewServer(watchtest.ServerOptions{})
+		denied.SetFaults(watchtest.Faults{Err: watchtest.Forbidden()})
+		inf := f.grade.NewInformer(denied, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { inf.RunWithContext(ctx) })
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if err := f.grade.ReadyzCheck(nil); err == nil {
+			t.Fatalf("never synced: ReadyzCheck() = nil: the case is not set up")
+		}
+		cancel()
+		wg.Wait()
+		synctest.Wait()
+		if err := f.grade.ReadyzCheck(nil); err != nil {
+			t.Errorf("its only informer removed: ReadyzCheck() = %v, want nil", err)
+		}
+	})
+}
+
+// The probe does not pass before anything is known: a manager with an
+// Owner is not ready until the informers of the owner kind and of the
+// kinds it watches exist and have synced once. Before, it answered 200
+// until the first informer reported.
+func TestReadyzWaitsForTheOwnersInformers(t *testing.T) {
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := grade.ManagerOptions(manager.Options{Scheme: newScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	mgr, err := ctrl.NewManager(&rest.Config{Host: "http://127.0.0.1:1"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := grade.Owner(mgr, &Guestbook{}, &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	gbStream := wgctrl.StreamName(schema.GroupVersionKind{Group: "webapp.example.com", Version: "v1", Kind: "Guestbook"})
+	cmStream := wgctrl.StreamName(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	err = grade.ReadyzCheck(nil)
+	if !errors.Is(err, wgwatch.ErrNotSynced) || !strings.Contains(err.Error(), gbStream) || !strings.Contains(err.Error(), cmStream) {
+		t.Errorf("before any informer exists: ReadyzCheck() = %v, want ErrNotSynced naming %s and %s", err, gbStream, cmStream)
+	}
+	grade.Observer().StateChanged(wgwatch.State{Stream: cmStream, Phase: wgwatch.PhaseStreaming})
+	if err := grade.ReadyzCheck(nil); !errors.Is(err, wgwatch.ErrNotSynced) {
+		t.Errorf("one of two synced: ReadyzCheck() = %v, want ErrNotSynced", err)
+	}
+	grade.Observer().StateChanged(wgwatch.State{Stream: gbStream, Phase: wgwatch.PhaseStreaming})
+	if err := grade.ReadyzCheck(nil); err != nil {
+		t.Errorf("both synced: ReadyzCheck() = %v, want nil", err)
 	}
 }
