@@ -748,6 +748,23 @@ func TestStatusOfADeletedOwnerIsQuiet(t *testing.T) {
 	}
 }
 
+// runConfigMapInformer runs a ConfigMaps' informer of f's Grader over a
+// simulated API server with faults, inside a synctest bubble; the func it
+// returns stops it as the cache's RemoveInformer does, and waits.
+func runConfigMapInformer(t *testing.T, f *fixture, faults watchtest.Faults) (remove func()) {
+	srv := watchtest.NewServer(watchtest.ServerOptions{})
+	srv.SetFaults(faults)
+	inf := f.grade.NewInformer(srv, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { inf.RunWithContext(ctx) })
+	return func() {
+		cancel()
+		wg.Wait()
+		synctest.Wait()
+	}
+}
+
 // An informer removed from the cache (cache.RemoveInformer, as operators
 // that watch CRDs dynamically do) and made again: the stopped one's last
 // stall no longer keeps the owners Stalled, nor its unfinished sync the
@@ -756,27 +773,15 @@ func TestStatusOfADeletedOwnerIsQuiet(t *testing.T) {
 func TestStoppedInformerIsForgotten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, &corev1.ConfigMap{})
-		denied := watchtest.NewServer(watchtest.ServerOptions{})
-		denied.SetFaults(watchtest.Faults{Err: watchtest.Forbidden()})
-		first := f.grade.NewInformer(denied, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
-		ctx, cancel := context.WithCancel(t.Context())
-		var wg sync.WaitGroup
-		wg.Go(func() { first.RunWithContext(ctx) })
+		remove := runConfigMapInformer(t, f, watchtest.Faults{Err: watchtest.Forbidden()})
 		time.Sleep(wgwatch.DefaultHumanGrace + time.Minute)
 		synctest.Wait()
 		f.reconcile(t)
 		if s, r := condition(f.guestbook(t), wgreadiness.ConditionStalled); s != metav1.ConditionTrue {
 			t.Fatalf("denied: Stalled = %s (%s), want True: the case is not set up", s, r)
 		}
-		cancel() // removed from the cache
-		wg.Wait()
-		synctest.Wait()
-
-		healthy := watchtest.NewServer(watchtest.ServerOptions{})
-		second := f.grade.NewInformer(healthy, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
-		ctx, cancel = context.WithCancel(t.Context())
-		wg.Go(func() { second.RunWithContext(ctx) })
-		defer func() { cancel(); wg.Wait() }()
+		remove()
+		defer runConfigMapInformer(t, f, watchtest.Faults{})()
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		f.reconcile(t)
@@ -795,20 +800,13 @@ func TestStoppedInformerIsForgotten(t *testing.T) {
 func TestStoppedInformerDoesNotHoldTheProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, &corev1.ConfigMap{})
-		denied := watchtest.NewServer(watchtest.ServerOptions{})
-		denied.SetFaults(watchtest.Faults{Err: watchtest.Forbidden()})
-		inf := f.grade.NewInformer(denied, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
-		ctx, cancel := context.WithCancel(t.Context())
-		var wg sync.WaitGroup
-		wg.Go(func() { inf.RunWithContext(ctx) })
+		remove := runConfigMapInformer(t, f, watchtest.Faults{Err: watchtest.Forbidden()})
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if err := f.grade.ReadyzCheck(nil); err == nil {
 			t.Fatalf("never synced: ReadyzCheck() = nil: the case is not set up")
 		}
-		cancel()
-		wg.Wait()
-		synctest.Wait()
+		remove()
 		if err := f.grade.ReadyzCheck(nil); err != nil {
 			t.Errorf("its only informer removed: ReadyzCheck() = %v, want nil", err)
 		}
