@@ -99,7 +99,8 @@ check: check-format
 		pkgs=""; for f in $$changed; do \
 			[ -f "$$f" ] || continue; d=$$(dirname "$$f"); m=$$d; \
 			while [ ! -f "$$m/go.mod" ]; do m=$$(dirname "$$m"); done; \
-			[ "$$m" = "$$mod" ] && pkgs="$$pkgs ./$${d#$$mod/}"; \
+			[ "$$m" = "$$mod" ] || continue; \
+			if [ "$$d" = "$$mod" ]; then pkgs="$$pkgs ."; else pkgs="$$pkgs ./$${d#$$mod/}"; fi; \
 		done; \
 		pkgs=$$(printf '%s\n' $$pkgs | sed 's|^\./\.$$|.|' | sort -u | grep -v -e '/e2e$$' -e '/scenarios$$' -e '/demo$$' -e '/bench$$' -e '/release$$'); \
 		[ -n "$$pkgs" ] || continue; \
