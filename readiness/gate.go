@@ -164,10 +164,14 @@ func pendingStreamGate(name string) Gate {
 	}
 }
 
-// compareGates is the documented tie order: worst level first, then Name,
-// Reason and Message in byte order, stream gates after the caller's own.
+// compareGates is the documented tie order: worst level first, then a
+// stream gate only Starting after every other gate, then Name, Reason and
+// Message in byte order, stream gates after the caller's own.
 func compareGates(a, b Gate) int {
 	if c := cmp.Compare(b.Level.rank(), a.Level.rank()); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(onlyStarting(a), onlyStarting(b)); c != 0 {
 		return c
 	}
 	if c := cmp.Compare(a.Name, b.Name); c != 0 {
@@ -187,6 +191,15 @@ func compareGates(a, b Gate) int {
 	default:
 		return 1
 	}
+}
+
+// onlyStarting is 1 for a stream gate progressing only because it is
+// still starting (see [Gate.Starting]), 0 for any other gate.
+func onlyStarting(g Gate) int {
+	if g.Stream && g.Starting && g.Level.normal() == LevelProgressing {
+		return 1
+	}
+	return 0
 }
 
 // sortGates returns a sorted copy of gates, worst first.

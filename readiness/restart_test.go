@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -148,6 +149,23 @@ func TestRestartGraceHoldsOnlyAStartingOwner(t *testing.T) {
 				t.Errorf("Ready = %+v, want %s/%s", ready, tt.wantReady, tt.wantReason)
 			}
 		})
+	}
+}
+
+// TestRestartDuringAFlapNamesTheFlap: after a restart, an owner Ready
+// before it whose one stream flaps while another is still replaying is
+// written Ready=False for the flap, not as starting over (InitialSync),
+// which would be a second write and a second Event once the replay ends.
+func TestRestartDuringAFlapNamesTheFlap(t *testing.T) {
+	a := newAccumulator(t, wgreadiness.AccumulatorOptions{})
+	a.Track(ownerA, "a", "b")
+	a.StateChanged(streamState("a", wgwatch.PhaseReplaying, wgwatch.ReasonInitialSync, false))
+	a.StateChanged(streamState("b", wgwatch.PhaseBlocked, wgwatch.ReasonFlapping, false))
+	conds := persistedReady()
+	a.Apply(ownerA, &conds, gen, time.Now())
+	ready := meta.FindStatusCondition(conds, wgreadiness.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != string(wgwatch.ReasonFlapping) {
+		t.Errorf("Ready = %+v, want False/Flapping", ready)
 	}
 }
 

@@ -182,7 +182,10 @@ func (o Options) withDefaults() Options {
 // news: a stall needs a human, and the human has been told.
 //
 // The worst gate decides: stalled over progressing over established. Among
-// gates at the worst level the first in this order gives the reason: Name,
+// gates at the worst level the first in this order gives the reason: a
+// stream gate [Gate.Starting] after every other (a stream still within its
+// start grace is not the cause while another gate is: after a restart
+// during a flap, Ready=False says Flapping, not InitialSync), then Name,
 // then Reason, then Message, in byte order, a caller's gate before a stream
 // gate of the same name. The message names the gates at the worst level in
 // that order ("name: message; …"), at most [Options.MaxListed] of them, and

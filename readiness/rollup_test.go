@@ -207,6 +207,15 @@ func TestRollupTieOrder(t *testing.T) {
 			wantMessage: "a: m1; a: m3; a: m2",
 		},
 		{
+			name: "a stream only starting after every other gate",
+			gates: []wgreadiness.Gate{
+				{Name: "a", Level: wgreadiness.LevelProgressing, Reason: "InitialSync", Message: "replaying", Stream: true, Starting: true},
+				{Name: "b", Level: wgreadiness.LevelProgressing, Reason: "Flapping", Message: "flapping", Stream: true},
+			},
+			wantReason:  "Flapping",
+			wantMessage: "b: flapping; a: replaying",
+		},
+		{
 			name: "more than MaxListed",
 			gates: []wgreadiness.Gate{
 				wgreadiness.Progressing("e", "R", "m"), wgreadiness.Progressing("d", "R", "m"),
