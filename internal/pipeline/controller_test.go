@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,7 +44,12 @@ type process struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	acc        *wgreadiness.Accumulator
+	acc *wgreadiness.Accumulator
+	// following is held from an owner's tracking to its Apply, so that
+	// what a reconcile tracked is what it applies: a reconcile that
+	// tracked as the standby writer (before the workers started) applies
+	// as the standby writer, and no owner event in between narrows it.
+	following  sync.Mutex
 	wm         *wgmetrics.WatchMetrics
 	fr         *wgmetrics.FirstReady
 	reg        *prometheus.Registry
@@ -255,15 +261,18 @@ func (p *process) ownerEvent(o *ownerObj, deleted bool) {
 		return
 	}
 	p.sight(o)
-	p.follow(o)
+	p.following.Lock()
+	p.follow(o, p.workers())
+	p.following.Unlock()
 	p.q.add(key)
 }
 
 // follow tracks o's streams and sets its gates from the caller's own
 // dependency check (the reconcile's: the standby writer knows none).
-func (p *process) follow(o *ownerObj) {
+// workers is what the caller read of p.workers(), under p.following.
+func (p *process) follow(o *ownerObj, workers bool) {
 	key := types.NamespacedName{Namespace: o.meta.Namespace, Name: o.meta.Name}
-	if !p.workers() {
+	if !workers {
 		p.acc.Track(key, streamNames(o.streams&p.w.h.kinds, len(p.w.servers))...)
 		return
 	}
@@ -325,16 +334,24 @@ func (p *process) reconcile(key types.NamespacedName) {
 		return // deleted: the owner event forgets it
 	}
 	p.sight(o)
-	p.follow(o)
+	// Read once: a reconcile that tracked as the standby writer applies
+	// as it, even when the workers start in between.
+	p.following.Lock()
+	workers := p.workers()
+	p.follow(o, workers)
 	before := slices.Clone(o.conds)
 	after := slices.Clone(before)
-	if !p.workers() {
+	var write bool
+	if !workers {
 		// The standby writer: a stall, or a Ready=True a stream takes
 		// away; the rest is the reconcile's.
-		if !p.acc.ApplyStandby(key, &after, o.meta.Generation, p.now()) {
-			return
-		}
-	} else if changed := p.acc.Apply(key, &after, o.meta.Generation, p.now()); !changed && o.observed != nil && *o.observed == o.meta.Generation {
+		write = p.acc.ApplyStandby(key, &after, o.meta.Generation, p.now())
+	} else {
+		changed := p.acc.Apply(key, &after, o.meta.Generation, p.now())
+		write = changed || o.observed == nil || *o.observed != o.meta.Generation
+	}
+	p.following.Unlock()
+	if !write {
 		return
 	}
 	updated, wr, err := p.w.store.updateStatus(o, after, p.id)
