@@ -114,10 +114,10 @@
 // its kind with the manager's RESTMapper to find the name it tracks. It asks
 // for typed objects when the manager's scheme knows the kind (sharing the
 // informer that the rest of an operator reads through the cached client) and
-// for unstructured ones otherwise; both carry the plain name. An informer of
-// another representation of the same kind, which the operator's own code may
-// start, is suffixed " (unstructured)" or " (metadata)" by wgctrl, so that it
-// never shares a name.
+// for unstructured ones otherwise. An informer of another representation of
+// the same kind, which the operator's own code may start (metadata-only,
+// say), carries the same name: wgctrl grades a kind by the worst state
+// among its informers.
 //
 // When Options.Namespace is set, ManagerOptions restricts the whole cache to
 // that namespace (cache.Options.DefaultNamespaces), so "ConfigMap.v1" means

@@ -115,7 +115,12 @@
 // kind, not the resource, so a kind whose CRD is missing is named too. The
 // cache runs one informer per kind and representation for the whole cache
 // (every namespace it covers), shared by every owner that depends on the
-// kind. A cache restricted to several namespaces (cache.Options.DefaultNamespaces
+// kind; every representation (typed, unstructured, metadata-only) carries
+// the kind's name, so an owner depends on the kind whichever informer of it
+// the controller runs: pass a kind watched with builder.OnlyMetadata to
+// [Grader.Owner] typed or as a metav1.PartialObjectMetadata, and the
+// owners follow the controller's metadata-only informer, with no second
+// one listing every full object. A cache restricted to several namespaces (cache.Options.DefaultNamespaces
 // with more than one) runs one informer per namespace for a kind, and
 // controller-runtime does not tell the hook which namespace each serves:
 // they share the kind's name, and the owners and the metrics' gauge see

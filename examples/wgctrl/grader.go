@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -91,8 +90,8 @@ type Grader struct {
 	scheme *runtime.Scheme
 	mapper meta.RESTMapper
 	// streams holds, by stream name, the last state of each informer the
-	// cache has made under it: one per kind and representation, or one per
-	// namespace where the cache is restricted to several (see
+	// cache has made under it: one per representation of the kind it has
+	// made, and per namespace where the cache is restricted to several (see
 	// [Grader.NewInformer]); shown is the state last passed on for it.
 	streams map[string][]wgwatch.State
 	shown   map[string]wgwatch.State
@@ -221,11 +220,12 @@ func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 // its state, so that a kind's informer removed and made again is graded by
 // the one that runs.
 //
-// The stream is named by [StreamName] from obj's kind. A cache restricted
+// The stream is named by [StreamName] from obj's kind, whatever its
+// representation (typed, unstructured, metadata-only). A cache restricted
 // to several namespaces (cache.Options.DefaultNamespaces) makes one
 // informer per namespace for a kind, all under that name, and the hook is
 // not told which namespace each serves: every Owner and the metrics' gauge
-// see the kind's worst state among them (a namespace whose watch RBAC
+// see the kind's worst state among its informers (a namespace whose watch RBAC
 // denies keeps the owners Stalled while another's recovers); each
 // informer's session endings are counted as they come. Its resource (the
 // metrics label) comes from the manager's RESTMapper; should that lookup
@@ -337,7 +337,7 @@ func (g *Grader) identify(obj runtime.Object) (string, schema.GroupResource, err
 		t := fmt.Sprintf("%T", obj)
 		return t, schema.GroupResource{Resource: t}, err
 	}
-	name := StreamName(gvk) + representation(obj, gvk, scheme)
+	name := StreamName(gvk)
 	fallback := schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}
 	if mapper == nil {
 		return name, fallback, errors.New("no RESTMapper recorded: pass the manager's options through ManagerOptions")
@@ -349,8 +349,8 @@ func (g *Grader) identify(obj runtime.Object) (string, schema.GroupResource, err
 	return name, mapping.Resource.GroupResource(), nil
 }
 
-// StreamName is the stream name of the cache's informer for gvk, the one
-// name every Owner, the metrics and Ready's message know it by: the kind,
+// StreamName is the stream name of the cache's informers for gvk, the one
+// name every Owner, the metrics and Ready's message know them by: the kind,
 // its version and its group, dot-separated as kubectl accepts them
 // ("ConfigMap.v1", "Deployment.v1.apps", "Guestbook.v1.webapp.example.com").
 // It is made from the kind alone, so a kind whose CRD is not installed yet
@@ -358,12 +358,12 @@ func (g *Grader) identify(obj runtime.Object) (string, schema.GroupResource, err
 // kind (a GroupVersionResource from a spec, say) finds the name from the
 // kind its RESTMapper maps the resource to (RESTMapper.KindFor).
 //
-// The cache keeps one informer per kind and representation. The informer of
-// typed objects, or of unstructured ones for a kind the scheme has no Go
-// type for, carries this name; the others carry it suffixed
-// " (unstructured)" (unstructured objects of a kind the scheme has a Go
-// type for) or " (metadata)" (metav1.PartialObjectMetadata, as
-// builder.OnlyMetadata watches), so that two never share a name.
+// The cache keeps one informer per kind and representation (typed objects,
+// unstructured ones, or metav1.PartialObjectMetadata as builder.OnlyMetadata
+// watches) and, in a cache restricted to several namespaces, per namespace.
+// All the informers of a kind carry its one name: an owner depends on the
+// kind, whichever informer of it the controller runs, and the owners and
+// the metrics' gauge see the worst state among them.
 func StreamName(gvk schema.GroupVersionKind) string {
 	name := gvk.Kind + "." + gvk.Version
 	if gvk.Group != "" {
@@ -372,9 +372,8 @@ func StreamName(gvk schema.GroupVersionKind) string {
 	return name
 }
 
-// streamName returns the stream name of the cache's informer for obj, as
-// the cache would make it: obj's kind from the manager's scheme, and its
-// representation (typed, unstructured, or metadata-only).
+// streamName returns the stream name of the cache's informers of obj's
+// kind, from the manager's scheme.
 func (g *Grader) streamName(obj runtime.Object) (string, error) {
 	g.mu.Lock()
 	scheme := g.scheme
@@ -383,7 +382,7 @@ func (g *Grader) streamName(obj runtime.Object) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("wgctrl: %w", err)
 	}
-	return StreamName(gvk) + representation(obj, gvk, scheme), nil
+	return StreamName(gvk), nil
 }
 
 // Streams returns the names of the informers the cache has made so far,
@@ -406,13 +405,23 @@ func (g *Grader) knows(name string) bool {
 	return len(g.streams[name]) > 0
 }
 
+// shownState returns the state last passed on for the informers named
+// name, if any.
+func (g *Grader) shownState(name string) (wgwatch.State, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.shown[name]
+	return s, ok
+}
+
 // informerState records s, the state of the i-th informer named name, and
 // passes on to observer the worst state of the informers of that name, if
-// it changed. A cache restricted to several namespaces makes one informer
-// per namespace for each kind, all with the kind's name: an owner depends
-// on the kind in every one of them, so a namespace whose watch is denied
-// keeps it Stalled while another namespace's recovers from a blip. With
-// one informer, what it publishes is passed on as it is.
+// it changed. A cache makes one informer per representation of a kind it
+// is asked for and, restricted to several namespaces, per namespace, all
+// with the kind's name: an owner depends on the kind in every one of
+// them, so a namespace whose watch is denied keeps it Stalled while
+// another namespace's recovers from a blip. With one informer, what it
+// publishes is passed on as it is.
 func (g *Grader) informerState(observer wgwatch.Observer, name string, i int, s wgwatch.State) {
 	g.merge.Lock()
 	defer g.merge.Unlock()
@@ -482,18 +491,4 @@ func severity(s wgwatch.State) int {
 		return 1
 	}
 	return 0
-}
-
-// representation returns the suffix of an informer that holds another
-// representation of gvk than the cache's default one.
-func representation(obj runtime.Object, gvk schema.GroupVersionKind, scheme *runtime.Scheme) string {
-	switch obj.(type) {
-	case *metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList:
-		return " (metadata)"
-	case runtime.Unstructured:
-		if scheme.Recognizes(gvk) {
-			return " (unstructured)"
-		}
-	}
-	return ""
 }

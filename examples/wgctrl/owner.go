@@ -112,9 +112,11 @@ type Owner struct {
 // Owner declares an owner kind and the kinds its controller watches (Owns
 // and Watches; the owner kind itself need not be listed), adds its standby
 // writer to mgr, and returns it. Call it before mgr.Start, once per owner
-// kind. Pass deps as the controller watches them: a typed object for a
-// typed watch, a metav1.PartialObjectMetadata with its kind set for
-// builder.OnlyMetadata.
+// kind. Pass each watched kind once, as a typed object or a
+// metav1.PartialObjectMetadata with its kind set: either means the kind,
+// and the owners follow whichever informer of it the controller's watch
+// makes (a builder.OnlyMetadata watch makes a metadata-only one), with no
+// second informer (see [Owner.Start]).
 func (g *Grader) Owner(mgr manager.Manager, owner client.Object, deps ...client.Object) (*Owner, error) {
 	gvk, err := apiutil.GVKForObject(owner, mgr.GetScheme())
 	if err != nil {
@@ -197,6 +199,9 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 		if err != nil {
 			return nil, err
 		}
+		if slices.ContainsFunc(o.deps, func(x dep) bool { return x.name == name }) {
+			continue // the same kind in another representation: one stream
+		}
 		o.deps = append(o.deps, dep{obj: d, gvk: dgvk, name: name})
 	}
 	o.acc, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Rollup: g.opts.Rollup, Policy: g.opts.Policy, OnChange: o.changed})
@@ -218,7 +223,8 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 func (o *Owner) Accumulator() *wgreadiness.Accumulator { return o.acc }
 
 // Streams returns the stream names every owner of the kind depends on, one
-// per watched kind passed to Grader.Owner, in that order.
+// per watched kind passed to Grader.Owner (a kind passed twice, typed and
+// metadata-only, is one), in that order.
 func (o *Owner) Streams() []string {
 	names := make([]string, len(o.deps))
 	for i, d := range o.deps {
@@ -484,13 +490,16 @@ func (o *Owner) changed(key types.NamespacedName) {
 
 // Start runs the standby writer until ctx is done; the manager calls it
 // (Grader.Owner adds the Owner to the manager). It asks the cache for the
-// owner kind's informer and every watched kind's, without waiting for them
-// to sync, tracks every owner object as it appears, reports a watched kind
-// the API server does not serve (a CRD not installed) once it has not been
-// served for Policy.HumanGrace, and, until Status is first called, writes
-// every owner whose verdict is Stalled or whose Ready=True a watched kind's
-// stream takes away ([wgreadiness.Accumulator.ApplyStandby]). It returns nil when ctx is done,
-// after its goroutines have ended.
+// owner kind's informer, without waiting for it to sync, and for a watched
+// kind's only when no informer of the kind exists once the kind has been
+// served for 15 s (the controller's watches make theirs as it starts,
+// metadata-only ones included). It tracks every owner object as it
+// appears, reports a watched kind the API server does not serve (a CRD
+// not installed) once it has not been served for Policy.HumanGrace, and,
+// until Status is first called, writes every owner whose verdict is
+// Stalled or whose Ready=True a watched kind's stream takes away
+// ([wgreadiness.Accumulator.ApplyStandby]). It returns nil when ctx is
+// done, after its goroutines have ended.
 func (o *Owner) Start(ctx context.Context) error {
 	if o.cfg.Informers == nil {
 		return errors.New("wgctrl: Owner.Start needs OwnerConfig.Informers")
@@ -581,19 +590,27 @@ func (o *Owner) followOwners(ctx context.Context) {
 	}
 }
 
-// follow makes sure the cache runs d's informer. While the API server does
-// not serve d's kind (its CRD is not installed), the cache cannot make one
-// and there is no stream to grade: follow reports the kind's stream as
-// Blocked, reason ResourceNotFound, needing a human, once it has not been
-// served for Policy.HumanGrace, and as Starting again once it is.
+// follow makes sure the cache runs an informer of d's kind. The
+// controller's own watches (For, Owns, Watches) make theirs as its sources
+// start, in the representation it asked for (a builder.OnlyMetadata watch
+// makes a metadata-only informer); any of them serves d, since all the
+// informers of a kind carry its one stream name ([StreamName]). So follow
+// does not ask the cache for d's informer while the controller may still
+// make one: only once the kind has been served for settle with no
+// informer of it, as for a kind the controller does not watch, does it ask
+// for d's own. While the API server does not serve d's kind (its CRD is
+// not installed), there is no stream to grade: follow reports the kind's
+// stream as Blocked, reason ResourceNotFound, needing a human, once it has
+// not been served for Policy.HumanGrace, and as Starting again once it is.
 func (o *Owner) follow(ctx context.Context, d dep) {
 	grace := o.g.opts.Policy.HumanGrace
 	if grace <= 0 {
 		grace = wgwatch.DefaultHumanGrace
 	}
 	since := o.g.clock.Now()
+	var servedSince time.Time // zero while the kind is not served
 	reported := false
-	_, ok := o.informer(ctx, d.obj, func() {
+	notServed := func() {
 		o.g.synced.Forget(d.name) // no informer: the probe does not wait for one
 		if !reported && o.g.clock.Since(since) >= grace {
 			reported = true
@@ -606,16 +623,84 @@ func (o *Owner) follow(ctx context.Context, d dep) {
 				NeedsHuman: true,
 			})
 		}
-	})
-	if ok && reported {
-		o.acc.StateChanged(wgwatch.State{
-			Stream:   d.name,
-			Resource: schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
-			Phase:    wgwatch.PhaseStarting,
-			Reason:   wgwatch.ReasonStarting,
-			Message:  "the API server serves the kind now; its informer is starting",
-		})
 	}
+	t := o.g.clock.NewTicker(retryEvery)
+	defer t.Stop()
+follow:
+	for !o.g.knows(d.name) {
+		served, err := o.served(d)
+		switch {
+		case err != nil:
+			o.log.V(1).Info("cannot tell whether the API server serves a watched kind yet; retrying", "kind", d.name, "err", err.Error())
+		case !served:
+			servedSince = time.Time{}
+			notServed()
+		default:
+			if servedSince.IsZero() {
+				servedSince = o.g.clock.Now()
+			}
+			if reported {
+				reported = false
+				o.servedAgain(d)
+			}
+			if o.g.clock.Since(servedSince) >= settle {
+				_, err := o.cfg.Informers.GetInformer(ctx, d.obj, cache.BlockUntilSynced(false))
+				if err == nil {
+					break follow
+				}
+				// A kind the RESTMapper serves and the cache does not is
+				// a mapper about to catch up, not a report.
+				o.informerError(d.obj, err, func() { o.g.synced.Forget(d.name) })
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+	if reported {
+		o.servedAgain(d)
+	}
+}
+
+// servedAgain takes back the report that d's kind is not served: its
+// stream is Starting, unless its informer has published already, whose
+// state stands.
+func (o *Owner) servedAgain(d dep) {
+	o.acc.StateChanged(wgwatch.State{
+		Stream:   d.name,
+		Resource: schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
+		Phase:    wgwatch.PhaseStarting,
+		Reason:   wgwatch.ReasonStarting,
+		Message:  "the API server serves the kind now; its informer is starting",
+	})
+	if s, ok := o.g.shownState(d.name); ok {
+		o.acc.StateChanged(s)
+	}
+}
+
+// settle is how long follow leaves the cache to the controller's sources
+// once a watched kind is served: controller-runtime's Kind source asks for
+// its informer when the controller starts, and every 10 s while the kind
+// is not served.
+const settle = 15 * time.Second
+
+// served reports whether the API server serves d's kind, as the
+// RESTMapper says; with no RESTMapper, it is taken as served and the
+// cache's answer decides.
+func (o *Owner) served(d dep) (bool, error) {
+	if o.cfg.RESTMapper == nil {
+		return true, nil
+	}
+	_, err := o.cfg.RESTMapper.RESTMapping(d.gvk.GroupKind(), d.gvk.Version)
+	switch {
+	case err == nil:
+		return true, nil
+	case meta.IsNoMatchError(err):
+		return false, nil
+	}
+	return false, err
 }
 
 // informer asks the cache for obj's informer, without waiting for it to
@@ -629,21 +714,27 @@ func (o *Owner) informer(ctx context.Context, obj client.Object, notServed func(
 		if err == nil {
 			return inf, true
 		}
-		switch class, _ := wgwatch.Classify(err); {
-		case meta.IsNoMatchError(err):
-			notServed()
-		case class == wgwatch.ClassTransient:
-			// The API server not answering yet (a manager started while
-			// it restarts): routine, retried; the streams grade it.
-			o.log.V(1).Info("cannot get an informer from the cache yet; retrying", "kind", o.kindOf(obj), "err", err.Error())
-		default:
-			o.log.Error(err, "cannot get an informer from the cache; retrying", "kind", o.kindOf(obj))
-		}
+		o.informerError(obj, err, notServed)
 		select {
 		case <-ctx.Done():
 			return nil, false
 		case <-t.C():
 		}
+	}
+}
+
+// informerError handles an error of the cache's GetInformer for obj: a
+// kind not served calls notServed; the API server not answering yet (a
+// manager started while it restarts) is routine, retried, and the streams
+// grade it; anything else is logged as an error.
+func (o *Owner) informerError(obj client.Object, err error, notServed func()) {
+	switch class, _ := wgwatch.Classify(err); {
+	case meta.IsNoMatchError(err):
+		notServed()
+	case class == wgwatch.ClassTransient:
+		o.log.V(1).Info("cannot get an informer from the cache yet; retrying", "kind", o.kindOf(obj), "err", err.Error())
+	default:
+		o.log.Error(err, "cannot get an informer from the cache; retrying", "kind", o.kindOf(obj))
 	}
 }
 
@@ -655,8 +746,8 @@ func (o *Owner) forget(key types.NamespacedName) {
 	o.mu.Unlock()
 }
 
-// kindOf names obj's kind for a log line ("ConfigMap.v1", with
-// " (metadata)" for a metadata-only informer's), or its Go type.
+// kindOf names obj's kind for a log line ("ConfigMap.v1", whatever its
+// representation), or its Go type.
 func (o *Owner) kindOf(obj client.Object) string {
 	if name, err := o.g.streamName(obj); err == nil {
 		return name

@@ -189,11 +189,13 @@ type fakeInformers struct {
 	mu     sync.Mutex
 	served bool
 	gb     client.Object
+	asked  []string // the Go types of the objects GetInformer was asked for
 }
 
 func (fi *fakeInformers) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
+	fi.asked = append(fi.asked, fmt.Sprintf("%T", obj))
 	switch obj.(type) {
 	case *Guestbook:
 		return &fakeInformer{objs: []any{fi.gb}}, nil
@@ -205,6 +207,39 @@ func (fi *fakeInformers) GetInformer(_ context.Context, obj client.Object, _ ...
 	}
 	return nil, &meta.NoKindMatchError{}
 }
+
+// servedMapper serves ConfigMaps as fi does.
+type servedMapper struct{ fi *fakeInformers }
+
+func (m servedMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	m.fi.mu.Lock()
+	defer m.fi.mu.Unlock()
+	if gk.Kind == "ConfigMap" && !m.fi.served {
+		return nil, &meta.NoKindMatchError{GroupKind: gk}
+	}
+	return &meta.RESTMapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: strings.ToLower(gk.Kind) + "s"}}, nil
+}
+
+func (servedMapper) KindFor(schema.GroupVersionResource) (schema.GroupVersionKind, error) {
+	return schema.GroupVersionKind{}, errors.New("not implemented")
+}
+func (servedMapper) KindsFor(schema.GroupVersionResource) ([]schema.GroupVersionKind, error) {
+	return nil, errors.New("not implemented")
+}
+func (servedMapper) ResourceFor(schema.GroupVersionResource) (schema.GroupVersionResource, error) {
+	return schema.GroupVersionResource{}, errors.New("not implemented")
+}
+func (servedMapper) ResourcesFor(schema.GroupVersionResource) ([]schema.GroupVersionResource, error) {
+	return nil, errors.New("not implemented")
+}
+func (m servedMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
+	r, err := m.RESTMapping(gk, versions...)
+	if err != nil {
+		return nil, err
+	}
+	return []*meta.RESTMapping{r}, nil
+}
+func (servedMapper) ResourceSingularizer(resource string) (string, error) { return resource, nil }
 
 type fakeInformer struct {
 	cache.Informer
@@ -225,7 +260,7 @@ func TestStandbyWriterReportsKindNotServed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, &corev1.ConfigMap{})
 		fi := &fakeInformers{gb: f.guestbook(t)}
-		cfg := wgctrl.OwnerConfig{Client: f.client, Recorder: f.recorder, Informers: fi}
+		cfg := wgctrl.OwnerConfig{Client: f.client, Recorder: f.recorder, Informers: fi, RESTMapper: servedMapper{fi}}
 		owner, err := f.grade.NewOwner(cfg, &Guestbook{}, &corev1.ConfigMap{})
 		if err != nil {
 			t.Fatal(err)
@@ -272,6 +307,68 @@ func TestStandbyWriterReportsKindNotServed(t *testing.T) {
 			t.Errorf("after Reconcile ran, the standby writer still wrote (resourceVersion %s -> %s)", rv, got)
 		}
 	})
+}
+
+// A controller that watches ConfigMaps metadata-only (builder.OnlyMetadata)
+// and an Owner given the typed &corev1.ConfigMap{} (as the adoption steps
+// show) run one ConfigMap informer, the controller's: the standby writer
+// does not ask the cache for a typed one, which would list and hold every
+// ConfigMap's full object for nothing. A watched kind no controller makes
+// an informer for still gets one, once the kind has been served a while.
+func TestMetadataOnlyWatchMakesNoSecondInformer(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		controllerHas bool // the controller's watch makes a metadata-only informer
+		wantTyped     bool
+	}{
+		{"the controller watches metadata only", true, false},
+		{"no controller watches the kind", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFixture(t)
+				fi := &fakeInformers{gb: f.guestbook(t), served: true}
+				cfg := wgctrl.OwnerConfig{Client: f.client, Recorder: f.recorder, Informers: fi, RESTMapper: servedMapper{fi}}
+				owner, err := f.grade.NewOwner(cfg, &Guestbook{}, &corev1.ConfigMap{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error)
+				go func() { done <- owner.Start(ctx) }()
+				var stop context.CancelFunc = func() {}
+				if tc.controllerHas {
+					// The controller's source starts a moment after the
+					// manager's runnables.
+					time.Sleep(100 * time.Millisecond)
+					metadataCM := &metav1.PartialObjectMetadata{}
+					metadataCM.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+					inf := f.grade.NewInformer(watchtest.New(), metadataCM, 0, toolscache.Indexers{})
+					var infCtx context.Context
+					infCtx, stop = context.WithCancel(t.Context())
+					go inf.RunWithContext(infCtx)
+				}
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				fi.mu.Lock()
+				typed := slices.Contains(fi.asked, "*v1.ConfigMap")
+				asked := slices.Clone(fi.asked)
+				fi.mu.Unlock()
+				if typed != tc.wantTyped {
+					t.Errorf("the standby writer asked the cache for a typed ConfigMap informer: %v, want %v (asked for %q)", typed, tc.wantTyped, asked)
+				}
+				if got := owner.Streams(); !slices.Equal(got, []string{"ConfigMap.v1"}) {
+					t.Errorf("Owner.Streams() = %q, want [ConfigMap.v1]", got)
+				}
+				cancel()
+				stop()
+				if err := <-done; err != nil {
+					t.Errorf("Start: %v", err)
+				}
+				synctest.Wait()
+			})
+		})
+	}
 }
 
 // A name passed to Track that no informer has is a Stalled gate, not a
@@ -390,28 +487,18 @@ func TestManagerOptions(t *testing.T) {
 	}
 }
 
-// Every informer of the cache is named by StreamName from its kind; an
-// informer of another representation than the one the cache makes by
-// default for the kind carries a suffix, so that two never share a name,
-// and an Owner whose controller watches metadata only depends on that
-// informer's name. The metrics are labelled with the resource the
-// manager's RESTMapper maps the kind to.
+// Every informer of the cache is named by StreamName from its kind,
+// whatever its representation (typed, unstructured, metadata-only), so an
+// Owner given the typed kind follows the informer a builder.OnlyMetadata
+// watch makes, and a kind passed in two representations is one stream.
+// The metrics are labelled with the resource the manager's RESTMapper maps
+// the kind to.
 func TestStreamNamesOfInformers(t *testing.T) {
 	cm := corev1.SchemeGroupVersion.WithKind("ConfigMap")
 	widget := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(cm, meta.RESTScopeNamespace)
 	mapper.Add(widget, meta.RESTScopeNamespace)
-	obs := &states{}
-	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry(), Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := grade.ManagerOptions(manager.Options{Scheme: newScheme(),
-		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil }})
-	if _, err := o.MapperProvider(nil, nil); err != nil { // as manager.New calls it
-		t.Fatal(err)
-	}
 	unstructuredCM := &unstructured.Unstructured{}
 	unstructuredCM.SetGroupVersionKind(cm)
 	metadataCM := &metav1.PartialObjectMetadata{}
@@ -421,15 +508,26 @@ func TestStreamNamesOfInformers(t *testing.T) {
 	unstructuredWidget := &unstructured.Unstructured{}
 	unstructuredWidget.SetGroupVersionKind(widget)
 	for _, tc := range []struct {
-		obj  runtime.Object
-		want string
+		obj          runtime.Object
+		want         string
+		wantResource schema.GroupResource
 	}{
-		{&corev1.ConfigMap{}, "ConfigMap.v1"},
-		{unstructuredCM, "ConfigMap.v1 (unstructured)"},
-		{metadataCM, "ConfigMap.v1 (metadata)"},
-		{metadataCMs, "ConfigMap.v1 (metadata)"},
-		{unstructuredWidget, "Widget.v1.example.com"}, // no Go type: the plain name
+		{&corev1.ConfigMap{}, "ConfigMap.v1", schema.GroupResource{Resource: "configmaps"}},
+		{unstructuredCM, "ConfigMap.v1", schema.GroupResource{Resource: "configmaps"}},
+		{metadataCM, "ConfigMap.v1", schema.GroupResource{Resource: "configmaps"}},
+		{metadataCMs, "ConfigMap.v1", schema.GroupResource{Resource: "configmaps"}},
+		{unstructuredWidget, "Widget.v1.example.com", schema.GroupResource{Group: "example.com", Resource: "widgets"}}, // no Go type
 	} {
+		obs := &states{}
+		grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry(), Observer: obs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := grade.ManagerOptions(manager.Options{Scheme: newScheme(),
+			MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil }})
+		if _, err := o.MapperProvider(nil, nil); err != nil { // as manager.New calls it
+			t.Fatal(err)
+		}
 		inf := o.Cache.NewInformer(watchtest.New(watchtest.Session{Hang: true}), tc.obj, 0, toolscache.Indexers{})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
@@ -439,20 +537,25 @@ func TestStreamNamesOfInformers(t *testing.T) {
 		}
 		cancel()
 		<-done
+		if s, ok := obs.get(tc.want); ok && s.Resource != tc.wantResource {
+			t.Errorf("%T: the informer's resource = %v, want %v", tc.obj, s.Resource, tc.wantResource)
+		}
+		if got := grade.Streams(); !slices.Equal(got, []string{tc.want}) {
+			t.Errorf("%T: Grader.Streams() = %q, want [%q]", tc.obj, got, tc.want)
+		}
 	}
-	if s, ok := obs.get("ConfigMap.v1 (metadata)"); ok && s.Resource != (schema.GroupResource{Resource: "configmaps"}) {
-		t.Errorf("the metadata informer's resource = %v, want configmaps", s.Resource)
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if s, ok := obs.get("Widget.v1.example.com"); ok && s.Resource != (schema.GroupResource{Group: "example.com", Resource: "widgets"}) {
-		t.Errorf("the Widget informer's resource = %v, want widgets.example.com", s.Resource)
-	}
+	grade.ManagerOptions(manager.Options{Scheme: newScheme()})
 	c := fake.NewClientBuilder().WithScheme(newScheme()).Build()
 	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, Recorder: events.NewFakeRecorder(1)}, &Guestbook{}, &corev1.ConfigMap{}, metadataCM)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := owner.Streams(), []string{"ConfigMap.v1", "ConfigMap.v1 (metadata)"}; !slices.Equal(got, want) {
-		t.Errorf("Owner.Streams() = %q, want %q", got, want)
+	if got, want := owner.Streams(), []string{"ConfigMap.v1"}; !slices.Equal(got, want) {
+		t.Errorf("Owner.Streams() = %q, want %q (one kind, two representations)", got, want)
 	}
 }
 
