@@ -336,6 +336,15 @@ func (a *Accumulator) Gates(key types.NamespacedName) []Gate {
 // changes nothing, so a reconcile that calls it before Track writes no
 // "no gates" status.
 //
+// A new owner (conditions hold none of the trio, and this accumulator has
+// not changed them) is left alone the same way while every gate that is
+// not established is a stream still starting within StartGrace: its first
+// write is its streams' verdict once they are live, Ready=True with one
+// Event, not Reconciling (InitialSync) then Ready, two writes and two
+// Events a second apart. When the grace ends first, Apply writes what the
+// gates say; OnChange is called then. Meanwhile write no
+// status.observedGeneration alone either (see [HasTrio]).
+//
 // After a controller restart an owner keeps the conditions an earlier
 // process persisted for generation, unchanged, until its streams show
 // evidence against them: a Ready=True while the only gates that are not
@@ -361,7 +370,13 @@ func (a *Accumulator) Apply(key types.NamespacedName, conditions *[]metav1.Condi
 		return false
 	}
 	gates := a.gatesLocked(key, at, o.own != nil && a.sameVerdict(*conditions, o.own))
+	firstWrite := !HasTrio(*conditions)
 	a.mu.Unlock()
+	if firstWrite && holdsReady(gates) {
+		// A new owner whose streams are still starting: its first write
+		// waits for them to go live, or for the grace to end.
+		return false
+	}
 	changed = Apply(conditions, gates, generation, now, a.opts)
 	if changed {
 		own := a.verdictOf(*conditions)
@@ -372,6 +387,17 @@ func (a *Accumulator) Apply(key types.NamespacedName, conditions *[]metav1.Condi
 		a.mu.Unlock()
 	}
 	return changed
+}
+
+// HasTrio reports whether conditions hold Ready, Reconciling or Stalled.
+// A writer that records status.observedGeneration beside the trio writes
+// it only over conditions that have one: kstatus reads a status whose
+// observedGeneration is current and that has no conditions as Current,
+// which an owner whose first write [Accumulator.Apply] holds is not.
+func HasTrio(conditions []metav1.Condition) bool {
+	return slices.ContainsFunc(conditions, func(c metav1.Condition) bool {
+		return c.Type == ConditionReady || c.Type == ConditionReconciling || c.Type == ConditionStalled
+	})
 }
 
 // ApplyStandby is [Accumulator.Apply] for a writer that runs while the

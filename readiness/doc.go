@@ -129,6 +129,15 @@
 //	                   message names is not established, no gate is
 //	                   stalled, and every other gate that is not
 //	                   established is one the message names
+//	none of the trio   as Ready=True: a new owner's first write      StartGrace
+//	(a new owner)      waits for its streams to go live, so it is
+//	                   one write (Ready=True) and one Event, not
+//	                   Reconciling then Ready
+//
+// An owner held with none of the trio has nothing to write: a writer that
+// also writes status.observedGeneration when the conditions did not change
+// must not write it alone then ([HasTrio]), or kstatus reads the owner as
+// Current.
 //
 // A stream's first replay is still starting whatever its reason: one
 // resumed from a persisted cursor ([watch.StreamOptions.Cursor]) that

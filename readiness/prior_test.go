@@ -338,13 +338,13 @@ func TestStalledStreamIsNotUnconfirmedAgain(t *testing.T) {
 }
 
 // Conditions this accumulator wrote are its own verdict: an owner first
-// seen with none (created after the start) is never held, so its first
-// sync's reasons are written as they come.
+// seen with none (created after the start) and written is never held, so
+// its first sync's reasons are written as they come.
 func TestOwnConditionsAreNotHeld(t *testing.T) {
 	a := newAccumulator(t, wgreadiness.AccumulatorOptions{})
 	var conds []metav1.Condition
 	a.Track(ownerA, "secrets")
-	a.StateChanged(starting("secrets"))
+	a.StateChanged(refused("secrets"))
 	if !a.Apply(ownerA, &conds, gen, time.Now()) {
 		t.Fatalf("Apply() on a new owner changed nothing")
 	}

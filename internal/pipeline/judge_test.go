@@ -52,6 +52,11 @@ func TestMain(m *testing.M) {
 type verdict struct {
 	falseWarnings, missedWarnings, readyWhileIncomplete, heldTooLong int
 	restartWrites, noopWrites, kstatusDisagree, firstReadyWrong      int
+	// firstSyncWrites counts new owners whose first write was made for
+	// streams still starting within the start grace.
+	firstSyncWrites int
+	// firstSyncs counts the new owners' first writes checked.
+	firstSyncs int
 	// What the history exercised, so that a line of zeros is not empty.
 	writes, warnings, firstReady, held, viewGaps int
 	// quietChecked counts owners checked across a quiet restart, by the
@@ -81,7 +86,7 @@ func (v *verdict) add(counter *int, format string, args ...any) {
 
 func (v verdict) failed() bool {
 	return v.falseWarnings+v.missedWarnings+v.readyWhileIncomplete+v.heldTooLong+
-		v.restartWrites+v.noopWrites+v.kstatusDisagree+v.firstReadyWrong > 0
+		v.restartWrites+v.noopWrites+v.kstatusDisagree+v.firstReadyWrong+v.firstSyncWrites > 0
 }
 
 func (v *verdict) sum(o verdict) {
@@ -93,6 +98,8 @@ func (v *verdict) sum(o verdict) {
 	v.noopWrites += o.noopWrites
 	v.kstatusDisagree += o.kstatusDisagree
 	v.firstReadyWrong += o.firstReadyWrong
+	v.firstSyncWrites += o.firstSyncWrites
+	v.firstSyncs += o.firstSyncs
 	v.writes += o.writes
 	v.warnings += o.warnings
 	v.resumedChecked[0] += o.resumedChecked[0]
@@ -566,10 +573,46 @@ func judgeStreams(v *verdict, w *world, lw lifeWindow) {
 	}
 }
 
+// judgeFirstSync: a new owner's first write (over a status with none of
+// the trio) is not made while every gate that is not established is a
+// stream still starting within the start grace: it waits for the streams
+// to go live, so that the first sync is one write (Ready=True) and one
+// Event, not Reconciling (Starting, InitialSync) then Ready. Such a write
+// is one made within the grace of the process's start, before any of its
+// streams has been Streaming, whose reason is a stream's starting one.
+func judgeFirstSync(v *verdict, w *world, l *life) {
+	if len(l.writes) == 0 {
+		return
+	}
+	wr := l.writes[0]
+	if wgreadiness.HasTrio(wr.before) {
+		return
+	}
+	v.firstSyncs++
+	p := w.procs[wr.proc]
+	if wr.at >= p.start+w.h.startGrace-eps {
+		return
+	}
+	for i := range p.states {
+		if at := p.streamedBy(i, p.start); at >= 0 && at <= wr.at {
+			return
+		}
+	}
+	ready := meta.FindStatusCondition(wr.after, wgreadiness.ConditionReady)
+	if ready == nil || !isTrue(wr.after, wgreadiness.ConditionReconciling) {
+		return
+	}
+	if r := wgwatch.Reason(ready.Reason); r == wgwatch.ReasonStarting || r == wgwatch.ReasonInitialSync {
+		v.add(&v.firstSyncWrites, "%s %s: its first write at %v is Ready=%s/%s, for streams still starting within the start grace %v of process %d (started %v): the first sync is one write (%q)",
+			l.key, l.uid, wr.at, ready.Status, ready.Reason, w.h.startGrace, p.id, p.start, ready.Message)
+	}
+}
+
 // judgeWrites: every status write changes something and is
 // kstatus-conformant; a Warning is recorded exactly once per escalation to
 // Stalled, on each recorder, and an escalation is justified.
 func judgeWrites(v *verdict, w *world, l *life, truths []streamTruth) {
+	judgeFirstSync(v, w, l)
 	for _, wr := range l.writes {
 		v.writes++
 		obs := wr.gen
@@ -1259,7 +1302,10 @@ func (w *world) log(end time.Duration) string {
 //   - every status write changes something; after it, kstatus's Compute
 //     agrees with the trio, and readinesstest finds no rule broken;
 //   - one first-Ready outcome per object UID, as the metrics doc promises
-//     it, and each process's registry holds exactly those.
+//     it, and each process's registry holds exactly those;
+//   - a new owner's first sync is one write: no first write over a status
+//     with none of the trio is made for streams still starting within the
+//     start grace (Reconciling, Starting or InitialSync, then Ready).
 //
 // It prints one summary line, and one counting the worlds beyond faults
 // ("pipeline: worlds standby_writers=... progress_deadline_10m=...").
@@ -1294,10 +1340,10 @@ func TestPipeline(t *testing.T) {
 	}
 	runtime.GC()
 	leaks := max(runtime.NumGoroutine()-before, 0)
-	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d leaks=%d (writes=%d warnings=%d holds=%d view_gaps=%d quiet_restarts_checked=ready:%d,stalled:%d,reconciling:%d,apiserver:%d persisted_starts=valid:%d,expired:%d stall_messages_compared=%d fault_fates=persisted:%d,ended:%d,changed:%d first_ready=%d, %v)\n",
+	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d first_sync_writes=%d leaks=%d (writes=%d first_syncs=%d warnings=%d holds=%d view_gaps=%d quiet_restarts_checked=ready:%d,stalled:%d,reconciling:%d,apiserver:%d persisted_starts=valid:%d,expired:%d stall_messages_compared=%d fault_fates=persisted:%d,ended:%d,changed:%d first_ready=%d, %v)\n",
 		*pipelineHistories, failed, total.falseWarnings, total.missedWarnings, total.readyWhileIncomplete, total.heldTooLong,
-		total.restartWrites, total.noopWrites, total.kstatusDisagree, total.firstReadyWrong, leaks,
-		total.writes, total.warnings, total.held, total.viewGaps, total.quietChecked[0], total.quietChecked[1], total.quietChecked[2], total.quietChecked[3],
+		total.restartWrites, total.noopWrites, total.kstatusDisagree, total.firstReadyWrong, total.firstSyncWrites, leaks,
+		total.writes, total.firstSyncs, total.warnings, total.held, total.viewGaps, total.quietChecked[0], total.quietChecked[1], total.quietChecked[2], total.quietChecked[3],
 		total.resumedChecked[0], total.resumedChecked[1], total.messagesCompared, total.fates[0], total.fates[1], total.fates[2], total.firstReady, time.Since(start).Round(time.Second))
 	// The worlds beyond faults: controllers with a standby writer (as
 	// wgctrl's Owner), streams with a ProgressDeadline of 10 minutes.
