@@ -321,7 +321,7 @@ func (o *Owner) Status(ctx context.Context, obj client.Object) error {
 	key := client.ObjectKeyFromObject(obj)
 	o.track(key)
 	gen := obj.GetGeneration()
-	first := true
+	first, wrote := true, false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		target := obj
 		if !first {
@@ -338,9 +338,17 @@ func (o *Owner) Status(ctx context.Context, obj client.Object) error {
 		rv, err := o.write(ctx, target, gen, false)
 		if err == nil && rv != "" {
 			obj.SetResourceVersion(rv)
+			wrote = true
 		}
 		return err
 	})
+	if err == nil && !wrote {
+		// Nothing written, so no NotFound could tell that the owner was
+		// deleted under the reconcile, after its delete event forgot it
+		// and before this Status tracked it again: ask the client (the
+		// manager's reads from its cache).
+		err = o.exists(ctx, key)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		// Deleted under the reconcile: routine. Its delete event may
@@ -359,6 +367,18 @@ func (o *Owner) Status(ctx context.Context, obj client.Object) error {
 		return nil
 	}
 	return err
+}
+
+// exists returns the client's NotFound when key's owner is gone.
+func (o *Owner) exists(ctx context.Context, key types.NamespacedName) error {
+	fresh, err := o.newObj()
+	if err != nil {
+		return nil
+	}
+	if err := o.cfg.Client.Get(ctx, key, fresh); apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 // conflictRetry is how soon an owner whose status write kept conflicting
@@ -407,7 +427,9 @@ func (o *Owner) write(ctx context.Context, obj client.Object, gen int64, standby
 	o.mu.Lock()
 	pruned := o.pruned
 	o.mu.Unlock()
-	if !changed && (observed == gen || pruned) {
+	if !changed && (observed == gen || pruned || !wgreadiness.HasTrio(after)) {
+		// Nothing to write: observedGeneration alone over no trio would read
+		// as Current to kstatus.
 		return "", nil
 	}
 	if err := writeStatus(u, after, gen); err != nil {
