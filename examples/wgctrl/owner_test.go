@@ -831,23 +831,51 @@ func TestStatusAfterAConflictWritesTheReconciledGeneration(t *testing.T) {
 	}
 }
 
-// An owner deleted under the reconcile: the status write's NotFound is
-// routine (no error for controller-runtime to log and retry), and the
-// owner is forgotten, not tracked for the life of the process.
+// An owner deleted under the reconcile is routine (no error for
+// controller-runtime to log and retry) and forgotten, not tracked again for
+// the life of the process, whether Status had a write to make (its
+// NotFound tells), or nothing (its status already said it all, or a new
+// owner's first write waits for its stream: the cached client tells).
 func TestStatusOfADeletedOwnerIsQuiet(t *testing.T) {
-	f := newFixture(t, &corev1.ConfigMap{})
-	gb := f.guestbook(t)
-	if err := f.client.Delete(t.Context(), gb); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.owner.Status(t.Context(), gb); err != nil {
-		t.Errorf("Status() of a deleted owner = %v, want nil", err)
-	}
-	if g := f.owner.Accumulator().Gates(gbKey); g != nil {
-		t.Errorf("Gates() of the deleted owner = %+v, want none: it is still tracked", g)
-	}
-	if got := f.events(); len(got) != 0 {
-		t.Errorf("Events = %q, want none", got)
+	for _, tc := range []struct {
+		name      string
+		informer  bool // the ConfigMaps' stream is live
+		reconcile bool // reconciled to Ready before it is deleted
+	}{
+		{"a write due", true, false},
+		{"nothing to write", true, true},
+		{"its first write waiting for the stream", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFixture(t, &corev1.ConfigMap{})
+				if tc.informer {
+					defer runConfigMapInformer(t, f, watchtest.Faults{})()
+					time.Sleep(time.Minute)
+					synctest.Wait()
+				}
+				if tc.reconcile {
+					f.reconcile(t)
+					if s, r := condition(f.guestbook(t), wgreadiness.ConditionReady); s != metav1.ConditionTrue {
+						t.Fatalf("Ready = %s (%s), want True", s, r)
+					}
+					f.events()
+				}
+				gb := f.guestbook(t)
+				if err := f.client.Delete(t.Context(), gb); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.owner.Status(t.Context(), gb); err != nil {
+					t.Errorf("Status() of a deleted owner = %v, want nil", err)
+				}
+				if g := f.owner.Accumulator().Gates(gbKey); g != nil {
+					t.Errorf("Gates() of the deleted owner = %+v, want none: it is still tracked", g)
+				}
+				if got := f.events(); len(got) != 0 {
+					t.Errorf("Events = %q, want none", got)
+				}
+			})
+		})
 	}
 }
 
