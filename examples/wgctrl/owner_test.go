@@ -730,14 +730,7 @@ func TestStatusConflictIsQuiet(t *testing.T) {
 			return fail
 		},
 	})
-	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10)}, &Guestbook{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	owner := guestbookOwner(t, c)
 	r := &GuestbookReconciler{Client: c, Readiness: owner}
 	req := ctrl.Request{NamespacedName: gbKey}
 
@@ -783,14 +776,7 @@ func TestStatusAfterAConflictWritesTheReconciledGeneration(t *testing.T) {
 			return c.SubResource(sub).Update(ctx, obj, opts...)
 		},
 	})
-	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10)}, &Guestbook{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	owner := guestbookOwner(t, c)
 	owner.Accumulator().SetGate(gbKey, wgreadiness.Established("Spec", "Valid", "the spec is valid"))
 	read := &Guestbook{}
 	if err := c.Get(t.Context(), gbKey, read); err != nil {
@@ -975,4 +961,19 @@ func TestReadyzWaitsForTheOwnersInformers(t *testing.T) {
 	if err := grade.ReadyzCheck(nil); err != nil {
 		t.Errorf("both synced: ReadyzCheck() = %v, want nil", err)
 	}
+}
+
+// guestbookOwner is the Guestbooks' Owner of a new Grader, writing
+// through c.
+func guestbookOwner(t *testing.T, c client.Client) *wgctrl.Owner {
+	t.Helper()
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10)}, &Guestbook{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return owner
 }
