@@ -34,10 +34,8 @@
 // json:"observedGeneration,omitempty"` and regenerate the CRD): kstatus and
 // kubectl wait read it, and without it every reconcile after a restart
 // would be a status write. The controller needs RBAC to record Events:
-// `+kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch`.
-// An Event is recorded in its owner's namespace; a cluster-scoped owner's
-// land in the namespace "default" (client-go's recorders put them there),
-// so its controller needs that RBAC in "default" or cluster-wide.
+// `+kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch`
+// (a cluster-scoped owner's Events land in "default": see below).
 // examples/README.md has the whole change to a fresh kubebuilder project,
 // the one its end-to-end test applies and runs.
 //
@@ -120,13 +118,30 @@
 // the controller runs: pass a kind watched with builder.OnlyMetadata to
 // [Grader.Owner] typed or as a metav1.PartialObjectMetadata, and the
 // owners follow the controller's metadata-only informer, with no second
-// one listing every full object. A cache restricted to several namespaces (cache.Options.DefaultNamespaces
-// with more than one) runs one informer per namespace for a kind, and
-// controller-runtime does not tell the hook which namespace each serves:
-// they share the kind's name, and the owners and the metrics' gauge see
-// the worst state among them, so a namespace whose watch RBAC denies keeps
-// the owners Stalled while another's recovers. Which namespace it is shows
-// in the state's message (the server's error) and in the log.
+// one listing every full object.
+//
+// # Several namespaces, and cluster-scoped owners
+//
+// A cache restricted to namespaces (cache.Options.DefaultNamespaces, or a
+// ByObject's Namespaces) runs one informer per namespace for a kind.
+// controller-runtime does not tell the NewInformer hook which namespace
+// each serves; the Grader finds out as the informer is made, with a list
+// that the cache's HTTP client (wrapped by [Grader.ManagerOptions])
+// answers itself, empty, without sending it: client-go's request metrics
+// count it as one successful request. The metrics and the probe still know
+// the kind by its one name, with the worst state among its informers; but
+// each owner depends on the kind only in the namespaces it follows (Ready's
+// message names them: "team-b/ConfigMap.v1"): a namespaced owner its own, a cluster-scoped one every
+// namespace of the cache, unless its Reconcile says otherwise with
+// [Owner.Follow] (a cluster-scoped TenantQuota that counts team-a's
+// ConfigMaps follows team-a). So RBAC denied in team-b makes the owners
+// that follow team-b Stalled, with one Warning each, and leaves the others
+// Ready, with no write and no Event. A namespace the cache has no informer
+// restricted to is followed through the kind's worst state.
+//
+// An owner's Events are recorded in its namespace; a cluster-scoped
+// owner's land in the namespace "default" (client-go's recorders put them
+// there), so its controller needs the Events RBAC there or cluster-wide.
 //
 // Owners depend on the streams of the kinds passed to [Grader.Owner]; you
 // never write those names. Per-object dependencies (an informer Reconcile

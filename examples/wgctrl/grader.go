@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -89,12 +90,17 @@ type Grader struct {
 	// mapper as the manager makes it.
 	scheme *runtime.Scheme
 	mapper meta.RESTMapper
-	// streams holds, by stream name, the last state of each informer the
-	// cache has made under it: one per representation of the kind it has
-	// made, and per namespace where the cache is restricted to several (see
-	// [Grader.NewInformer]); shown is the state last passed on for it.
-	streams map[string][]wgwatch.State
+	// streams holds, by stream name, each informer the cache has made
+	// under it: one per representation of the kind it has made, and per
+	// namespace where the cache is restricted to namespaces (see
+	// [Grader.NewInformer]); shown is the state last passed on for a
+	// stream name or, to the Owners, for a kind in one namespace
+	// ([namespacedStream]).
+	streams map[string][]informer
 	shown   map[string]wgwatch.State
+	// probing is true once ManagerOptions' NewCache has made the cache's
+	// HTTP client answer the Grader's namespace probes (namespaceOf).
+	probing bool
 	// owners are told about every informer's states.
 	owners []*Owner
 	// managed is true once ManagerOptions has run.
@@ -140,7 +146,7 @@ func New(opts Options) (*Grader, error) {
 		firstReady: fr,
 		clock:      clock.RealClock{},
 		scheme:     clientgoscheme.Scheme, // controller-runtime's default
-		streams:    map[string][]wgwatch.State{},
+		streams:    map[string][]informer{},
 		shown:      map[string]wgwatch.State{},
 	}, nil
 }
@@ -164,6 +170,9 @@ func (g *Grader) FirstReady() *wgmetrics.FirstReady { return g.firstReady }
 //     reflectors' failures are logged graded (an apiserver restart logs
 //     nothing at the default verbosity, a denial one error), where
 //     client-go's default logs each failed list or watch as an error;
+//   - wraps NewCache (controller-runtime's default when unset) so that the
+//     Grader can tell which namespace each informer of a cache restricted
+//     to namespaces serves (see [Grader.NewInformer]);
 //   - wraps MapperProvider (controller-runtime's default when unset) to
 //     record the RESTMapper the manager makes, before any informer exists;
 //   - records Scheme (controller-runtime's default when unset);
@@ -184,6 +193,16 @@ func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 		}
 	} else {
 		o.Cache.DefaultWatchErrorHandler = logs
+	}
+	newCache := o.NewCache
+	if newCache == nil {
+		newCache = cache.New
+	}
+	o.NewCache = func(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+		if opts.HTTPClient != nil {
+			opts.HTTPClient = g.probed(opts.HTTPClient)
+		}
+		return newCache(cfg, opts)
 	}
 	provider := o.MapperProvider
 	if provider == nil {
@@ -222,16 +241,19 @@ func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 //
 // The stream is named by [StreamName] from obj's kind, whatever its
 // representation (typed, unstructured, metadata-only). A cache restricted
-// to several namespaces (cache.Options.DefaultNamespaces) makes one
-// informer per namespace for a kind, all under that name, and the hook is
-// not told which namespace each serves: every Owner and the metrics' gauge
-// see the kind's worst state among its informers (a namespace whose watch RBAC
-// denies keeps the owners Stalled while another's recovers); each
-// informer's session endings are counted as they come. Its resource (the
-// metrics label) comes from the manager's RESTMapper; should that lookup
-// fail, the label is the kind's ("ConfigMap", "Deployment.apps") and the
-// error is logged: a guess at the plural would look right on every
-// dashboard and be wrong.
+// to namespaces (cache.Options.DefaultNamespaces) makes one informer per
+// namespace for a kind, all under that name: the metrics' gauge and the
+// probe see the kind's worst state among its informers, and each Owner
+// the states of the namespaces each owner follows ([Owner.Follow]). The
+// hook is not told an informer's namespace: the Grader asks the
+// ListerWatcher with a list that the cache's HTTP client, as
+// ManagerOptions wraps it, answers without sending it; an informer made
+// otherwise (over watchtest, say) serves, as far as the Grader knows,
+// every namespace. Each informer's session endings are counted as they
+// come. Its resource (the metrics label) comes from the manager's
+// RESTMapper; should that lookup fail, the label is the kind's
+// ("ConfigMap", "Deployment.apps") and the error is logged: a guess at the
+// plural would look right on every dashboard and be wrong.
 func (g *Grader) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 	return g.newInformer(nil, lw, obj, resync, indexers)
 }
@@ -247,10 +269,29 @@ func (g *Grader) newInformer(build func(toolscache.ListerWatcher, runtime.Object
 	if err != nil {
 		g.log.Error(err, "cannot map the informer's kind to a resource; its metrics are labelled with the kind", "stream", name)
 	}
+	return g.newInformerIn(build, g.namespaceOf(lw), name, gr, lw, obj, resync, indexers)
+}
+
+// newInformerIn is newInformer for an informer restricted to namespace
+// ("" for every namespace), named name, of resource gr.
+func (g *Grader) newInformerIn(build func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer,
+	namespace, name string, gr schema.GroupResource, lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	if build == nil {
+		build = toolscache.NewSharedIndexInformer
+	}
 	g.mu.Lock()
+	newNamespace := namespace != "" && !slices.Contains(g.namespacesLocked(name), namespace)
 	i := len(g.streams[name])
-	g.streams[name] = append(g.streams[name], wgwatch.State{}) // nothing published yet
+	g.streams[name] = append(g.streams[name], informer{namespace: namespace}) // nothing published yet
+	owners := slices.Clone(g.owners)
 	g.mu.Unlock()
+	if newNamespace {
+		// Owners that depend on the kind in this namespace follow its
+		// informer from now on.
+		for _, o := range owners {
+			o.retrack(name)
+		}
+	}
 	observer := g.Observer()
 	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{
 		Resource: gr,
@@ -269,6 +310,59 @@ func (g *Grader) newInformer(build func(toolscache.ListerWatcher, runtime.Object
 		return build(lw, obj, resync, indexers)
 	}
 	return &stoppingInformer{SharedIndexInformer: build(ilw, obj, resync, indexers), stopped: func() { g.informerStopped(observer, name, i) }}
+}
+
+// informer is what the Grader keeps of an informer of the cache.
+type informer struct {
+	// namespace is the namespace the informer's lists and watches are
+	// restricted to, or "" for every namespace.
+	namespace string
+	// state is the last state it published; zero before the first, and
+	// once it stopped.
+	state wgwatch.State
+}
+
+// namespacedStream is the name under which the Owners are told the state
+// of name's informers restricted to namespace: "team-a/ConfigMap.v1".
+func namespacedStream(namespace, name string) string { return namespace + "/" + name }
+
+// namespacesLocked returns the namespaces the informers named name are
+// restricted to, in the order they were made; none for informers of every
+// namespace.
+func (g *Grader) namespacesLocked(name string) []string {
+	var nss []string
+	for _, inf := range g.streams[name] {
+		if inf.namespace != "" && !slices.Contains(nss, inf.namespace) {
+			nss = append(nss, inf.namespace)
+		}
+	}
+	return nss
+}
+
+// dependencies returns the streams an owner that depends on the kind
+// named name in namespaces (nil: every namespace) tracks: the kind's name,
+// whose state is the worst of all its informers, unless the cache
+// restricts the kind's informers to namespaces, in which case one
+// [namespacedStream] for each namespace of namespaces that has one, and
+// the kind's name for a namespace with none.
+func (g *Grader) dependencies(name string, namespaces []string) []string {
+	g.mu.Lock()
+	restricted := g.namespacesLocked(name)
+	g.mu.Unlock()
+	if len(restricted) == 0 || namespaces == nil {
+		return []string{name}
+	}
+	var names []string
+	for _, ns := range namespaces {
+		n := name
+		if slices.Contains(restricted, ns) {
+			n = namespacedStream(ns, name)
+		}
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // stoppingInformer is an informer that tells the Grader when it has
@@ -360,10 +454,11 @@ func (g *Grader) identify(obj runtime.Object) (string, schema.GroupResource, err
 //
 // The cache keeps one informer per kind and representation (typed objects,
 // unstructured ones, or metav1.PartialObjectMetadata as builder.OnlyMetadata
-// watches) and, in a cache restricted to several namespaces, per namespace.
-// All the informers of a kind carry its one name: an owner depends on the
-// kind, whichever informer of it the controller runs, and the owners and
-// the metrics' gauge see the worst state among them.
+// watches) and, in a cache restricted to namespaces, per namespace. All
+// the informers of a kind carry its one name: an owner depends on the
+// kind, whichever informer of it the controller runs (in the namespaces it
+// follows: [Owner.Follow]), and the metrics' gauge sees the worst state
+// among them.
 func StreamName(gvk schema.GroupVersionKind) string {
 	name := gvk.Kind + "." + gvk.Version
 	if gvk.Group != "" {
@@ -417,31 +512,22 @@ func (g *Grader) shownState(name string) (wgwatch.State, bool) {
 // informerState records s, the state of the i-th informer named name, and
 // passes on to observer the worst state of the informers of that name, if
 // it changed. A cache makes one informer per representation of a kind it
-// is asked for and, restricted to several namespaces, per namespace, all
-// with the kind's name: an owner depends on the kind in every one of
-// them, so a namespace whose watch is denied keeps it Stalled while
-// another namespace's recovers from a blip. With one informer, what it
-// publishes is passed on as it is.
+// is asked for and, restricted to namespaces, per namespace, all with the
+// kind's name: the metrics, the probe and an owner that depends on the
+// kind in every namespace see the worst of them, so that a namespace
+// whose watch is denied keeps it Stalled while another namespace's
+// recovers from a blip. The Owners are also told the worst state of the
+// informers of each namespace, as [namespacedStream]: an owner that
+// depends on the kind in some namespaces only follows those. With one
+// informer, what it publishes is passed on as it is.
 func (g *Grader) informerState(observer wgwatch.Observer, name string, i int, s wgwatch.State) {
 	g.merge.Lock()
 	defer g.merge.Unlock()
 	g.mu.Lock()
-	states := g.streams[name]
-	states[i] = s
-	worst := s
-	for _, st := range states {
-		if st.Phase != "" && severity(st) > severity(worst) {
-			worst = st
-		}
-	}
-	changed := g.shown[name] != worst
-	g.shown[name] = worst
+	infs := g.streams[name]
+	infs[i].state = s
 	g.mu.Unlock()
-	if changed {
-		// Under merge, so that the states of two informers reach the
-		// observer in the order they were merged.
-		observer.StateChanged(worst)
-	}
+	g.passOn(observer, name, i)
 }
 
 // informerStopped forgets the state of the i-th informer named name, whose
@@ -455,25 +541,62 @@ func (g *Grader) informerStopped(observer wgwatch.Observer, name string, i int) 
 	g.merge.Lock()
 	defer g.merge.Unlock()
 	g.mu.Lock()
-	states := g.streams[name]
-	states[i] = wgwatch.State{}
-	var worst wgwatch.State
-	for _, st := range states {
-		if st.Phase != "" && (worst.Phase == "" || severity(st) > severity(worst)) {
-			worst = st
-		}
-	}
-	changed := worst.Phase != "" && g.shown[name] != worst
-	if changed {
-		g.shown[name] = worst
-	}
+	infs := g.streams[name]
+	infs[i].state = wgwatch.State{}
+	running := slices.ContainsFunc(infs, func(inf informer) bool { return inf.state.Phase != "" })
 	g.mu.Unlock()
-	if worst.Phase == "" {
+	if !running {
 		// None runs: the probe does not wait for one that stopped.
 		g.synced.Forget(name)
 	}
-	if changed {
-		observer.StateChanged(worst)
+	g.passOn(observer, name, i)
+}
+
+// passOn passes on the worst state of the informers named name, to
+// observer, and of those restricted to the i-th one's namespace, if any,
+// to the Owners, each if it changed since it was last passed on; nothing
+// while none of them has published a state. Among states as bad, the i-th
+// informer's, the newest, wins. Callers hold merge, so that the states of
+// two informers reach the observers in the order they were merged.
+func (g *Grader) passOn(observer wgwatch.Observer, name string, i int) {
+	g.mu.Lock()
+	infs := g.streams[name]
+	namespace := infs[i].namespace
+	worst := func(keep func(informer) bool) (wgwatch.State, bool) {
+		var w wgwatch.State
+		if keep(infs[i]) {
+			w = infs[i].state
+		}
+		for _, inf := range infs {
+			if keep(inf) && inf.state.Phase != "" && (w.Phase == "" || severity(inf.state) > severity(w)) {
+				w = inf.state
+			}
+		}
+		return w, w.Phase != ""
+	}
+	changed := func(stream string, s wgwatch.State) bool {
+		if g.shown[stream] == s {
+			return false
+		}
+		g.shown[stream] = s
+		return true
+	}
+	all, ok := worst(func(informer) bool { return true })
+	passAll := ok && changed(name, all)
+	var inNamespace wgwatch.State
+	passNamespace := false
+	if namespace != "" {
+		if s, ok := worst(func(inf informer) bool { return inf.namespace == namespace }); ok {
+			s.Stream = namespacedStream(namespace, name)
+			inNamespace, passNamespace = s, changed(s.Stream, s)
+		}
+	}
+	g.mu.Unlock()
+	if passAll {
+		observer.StateChanged(all)
+	}
+	if passNamespace {
+		g.stateChanged(inNamespace)
 	}
 }
 

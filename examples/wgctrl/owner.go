@@ -102,6 +102,12 @@ type Owner struct {
 	reconciled bool
 	// extra holds the streams each owner tracks beyond the kinds'.
 	extra map[types.NamespacedName][]string
+	// followFunc is FollowNamespaces' function; follows holds what it
+	// returned for each owner, sorted, when not none.
+	followFunc func(client.Object) []string
+	follows    map[types.NamespacedName][]string
+	// tracked holds every owner tracked and not forgotten.
+	tracked map[types.NamespacedName]struct{}
 	// pruned is true once a status write came back without
 	// status.observedGeneration: the CRD's schema lacks the field.
 	pruned bool
@@ -186,9 +192,11 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 			}
 			return co, nil
 		},
-		cfg:   cfg,
-		log:   g.log.WithValues("owner", gvk.Kind),
-		extra: map[types.NamespacedName][]string{},
+		cfg:     cfg,
+		log:     g.log.WithValues("owner", gvk.Kind),
+		extra:   map[types.NamespacedName][]string{},
+		follows: map[types.NamespacedName][]string{},
+		tracked: map[types.NamespacedName]struct{}{},
 	}
 	for _, d := range deps {
 		dgvk, err := apiutil.GVKForObject(d, scheme)
@@ -271,10 +279,16 @@ func (o *Owner) Track(key types.NamespacedName, streams ...string) {
 // track tells the accumulator which streams key depends on, and gates the
 // names no informer has.
 func (o *Owner) track(key types.NamespacedName) {
+	namespaces := o.namespaces(key)
 	o.mu.Lock()
 	extra := o.extra[key]
+	o.tracked[key] = struct{}{}
 	o.mu.Unlock()
-	o.acc.Track(key, append(o.Streams(), extra...)...)
+	var streams []string
+	for _, d := range o.deps {
+		streams = append(streams, o.g.dependencies(d.name, namespaces)...)
+	}
+	o.acc.Track(key, append(streams, extra...)...)
 	unknown := map[string]bool{}
 	for _, name := range extra {
 		if !o.g.knows(name) && !slices.Contains(o.Streams(), name) {
@@ -319,6 +333,7 @@ func (o *Owner) Status(ctx context.Context, obj client.Object) error {
 	o.reconciled = true
 	o.mu.Unlock()
 	key := client.ObjectKeyFromObject(obj)
+	o.followed(obj)
 	o.track(key)
 	gen := obj.GetGeneration()
 	first, wrote := true, false
@@ -580,6 +595,9 @@ func (o *Owner) followOwners(ctx context.Context) {
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(x any) {
 			o.sightAny(x)
+			if co, ok := x.(client.Object); ok {
+				o.followed(co)
+			}
 			if k, ok := key(x); ok {
 				o.track(k)
 				o.changed(k)
@@ -587,6 +605,10 @@ func (o *Owner) followOwners(ctx context.Context) {
 		},
 		UpdateFunc: func(before, after any) {
 			o.sightAny(after)
+			if co, ok := after.(client.Object); ok && o.followed(co) {
+				o.track(client.ObjectKeyFromObject(co))
+				o.changed(client.ObjectKeyFromObject(co))
+			}
 			b, errB := meta.Accessor(before)
 			a, errA := meta.Accessor(after)
 			if errA == nil && errB == nil && a.GetGeneration() != b.GetGeneration() {
@@ -765,6 +787,8 @@ func (o *Owner) forget(key types.NamespacedName) {
 	o.acc.RemoveOwner(key)
 	o.mu.Lock()
 	delete(o.extra, key)
+	delete(o.follows, key)
+	delete(o.tracked, key)
 	o.mu.Unlock()
 }
 

@@ -12,7 +12,14 @@ import (
 type Guestbook struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              GuestbookSpec   `json:"spec,omitempty"`
 	Status            GuestbookStatus `json:"status,omitempty"`
+}
+
+// GuestbookSpec's Namespace, when set, is the namespace whose ConfigMaps
+// the Guestbook depends on (TestOwnerFollowsItsNamespace).
+type GuestbookSpec struct {
+	Namespace string `json:"namespace,omitempty"`
 }
 
 type GuestbookStatus struct {

@@ -1,0 +1,223 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/watchgrade/watchgrade/examples/watchtarget"
+	"github.com/watchgrade/watchgrade/examples/wgctrl"
+	"github.com/watchgrade/watchgrade/internal/e2e/harness"
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+)
+
+// TestOwnersFollowTheirNamespace runs an operator built on wgctrl whose
+// manager's cache is restricted to two namespaces, team-a and team-b, each
+// with a WatchTarget that owns ConfigMaps, on a real kube-apiserver with
+// RBAC, as a user bound to a Role in each namespace. Both are Ready; then
+// the ConfigMaps of team-b are denied (the watches end every two seconds
+// (shortWatches), so RBAC is checked again at once): team-b's WatchTarget must be
+// Stalled with one Warning, and team-a's must stay Ready, with no status
+// write and no Event, for as long again as team-b took to stall and a
+// transient grace more. Before wgctrl told the informers of the
+// namespaces apart, team-a's was Stalled too, with a Warning naming team-b.
+func TestOwnersFollowTheirNamespace(t *testing.T) {
+	c := harness.Start(t, harness.Options{RBAC: true})
+	ctx := t.Context()
+	admin := kubernetes.NewForConfigOrDie(c.Config())
+	crd, err := watchtarget.CRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InstallCRD(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	const user, roleAll, roleNoConfigMaps = "tenants-manager", "tenants", "tenants-no-configmaps"
+	wtRules := []rbacv1.PolicyRule{
+		{APIGroups: []string{watchtarget.GroupVersion.Group}, Resources: []string{"watchtargets"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{watchtarget.GroupVersion.Group}, Resources: []string{"watchtargets/status"}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+	}
+	for name, rules := range map[string][]rbacv1.PolicyRule{
+		roleAll:          append(wtRules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}),
+		roleNoConfigMaps: wtRules,
+	} {
+		if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bind := func(ns, role string) {
+		t.Helper()
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		}
+		_ = admin.RbacV1().RoleBindings(ns).Delete(ctx, user, metav1.DeleteOptions{})
+		if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	namespaces := []string{"team-a", "team-b"}
+	for _, ns := range namespaces {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		bind(ns, roleAll)
+	}
+
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, watchtarget.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adminClient, err := client.New(c.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range namespaces {
+		wt := &watchtarget.WatchTarget{ObjectMeta: metav1.ObjectMeta{Name: "quota", Namespace: ns},
+			Spec: watchtarget.Spec{Resources: []watchtarget.ResourceRef{{Version: "v1", Resource: "configmaps"}}}}
+		if err := adminClient.Create(ctx, wt); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.As(user)
+	cfg.Wrap(shortWatches)
+	mgr, err := ctrl.NewManager(cfg, grade.ManagerOptions(ctrl.Options{
+		Scheme: scheme,
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{
+			namespaces[0]: {}, namespaces[1]: {},
+		}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: new(true)},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readiness, err := grade.Owner(mgr, &watchtarget.WatchTarget{}, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconciler := ctrlReconcileFunc(func(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+		wt := &watchtarget.WatchTarget{}
+		if err := mgr.GetClient().Get(ctx, req.NamespacedName, wt); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		defer func() { err = errors.Join(err, readiness.Status(ctx, wt)) }()
+		return ctrl.Result{}, nil
+	})
+	if err := ctrl.NewControllerManagedBy(mgr).For(&watchtarget.WatchTarget{}).Owns(&corev1.ConfigMap{}).
+		WatchesRawSource(readiness.Requeue()).Complete(reconciler); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	stopOnce(t, cancel, done)
+
+	key := func(ns string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: "quota"} }
+	get := func(ns string) *watchtarget.WatchTarget {
+		t.Helper()
+		wt := &watchtarget.WatchTarget{}
+		if err := adminClient.Get(ctx, key(ns), wt); err != nil {
+			t.Fatal(err)
+		}
+		return wt
+	}
+	isTrue := func(wt *watchtarget.WatchTarget, typ string) bool {
+		return meta.IsStatusConditionTrue(wt.Status.Conditions, typ) && wt.Status.ObservedGeneration == wt.Generation
+	}
+	events := func(ns string) (normal, warning int) {
+		t.Helper()
+		list, err := admin.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			n := max(int(e.DeprecatedCount), 1)
+			if e.Type == corev1.EventTypeWarning {
+				warning += n
+			} else {
+				normal += n
+			}
+		}
+		return normal, warning
+	}
+	await := func(what string, timeout time.Duration, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+			t.Fatalf("waiting %s for %s: %v; team-a %v; team-b %v", timeout, what, err, get("team-a").Status.Conditions, get("team-b").Status.Conditions)
+		}
+	}
+	await("both Ready", time.Minute, func() bool {
+		return isTrue(get("team-a"), wgreadiness.ConditionReady) && isTrue(get("team-b"), wgreadiness.ConditionReady)
+	})
+	await("a Normal in each namespace", 10*time.Second, func() bool {
+		a, _ := events("team-a")
+		b, _ := events("team-b")
+		return a >= 1 && b >= 1
+	})
+	beforeA := get("team-a")
+	normalA, warningA := events("team-a")
+
+	denied := time.Now()
+	bind("team-b", roleNoConfigMaps)
+	await("team-b Stalled", 2*time.Minute, func() bool { return isTrue(get("team-b"), wgreadiness.ConditionStalled) })
+	stalledAfter := time.Since(denied)
+	await("team-b's Warning", 10*time.Second, func() bool { _, w := events("team-b"); return w >= 1 })
+
+	// team-a must not move: watched for as long again as team-b took to
+	// stall, and a transient grace more.
+	watchFor := stalledAfter + 30*time.Second
+	writes, newEvents := 0, 0
+	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, watchFor, true, func(context.Context) (bool, error) {
+		if get("team-a").ResourceVersion != beforeA.ResourceVersion {
+			writes = 1
+		}
+		n, w := events("team-a")
+		newEvents = n + w - normalA - warningA
+		return writes != 0 || newEvents != 0, nil
+	})
+	afterA := get("team-a")
+	_, warningB := events("team-b")
+	t.Logf("e2e: namespaces denied=team-b stalled_after=%.1fs watched=%.0fs other_ready=%v other_writes=%d other_events=%d denied_warnings=%d",
+		stalledAfter.Seconds(), watchFor.Seconds(), isTrue(afterA, wgreadiness.ConditionReady), writes, newEvents, warningB)
+	if writes != 0 || newEvents != 0 {
+		t.Errorf("team-a's WatchTarget moved while only team-b's ConfigMaps were denied: %d writes (conditions now %v), %d Events", writes, afterA.Status.Conditions, newEvents)
+	}
+	if warningB != 1 {
+		t.Errorf("team-b's Warnings = %d, want 1", warningB)
+	}
+}
+
+// ctrlReconcileFunc is a reconcile.Reconciler from a function.
+type ctrlReconcileFunc func(context.Context, ctrl.Request) (ctrl.Result, error)
+
+func (f ctrlReconcileFunc) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return f(ctx, req)
+}
