@@ -227,3 +227,69 @@ func TestGraderTellsTheNamespaceOfEachInformer(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// The standby writer, which runs while the controller's workers wait (a
+// namespace's ConfigMaps denied at startup never sync), asks the same
+// FollowNamespaces function as Status: a restart pages an owner only if it
+// follows the denied namespace. A Guestbook whose own namespace the cache
+// has no informer restricted to is followed through the kind's worst
+// state.
+func TestStandbyWriterFollowsTheOwnersNamespaces(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		follows     string // the Guestbook's spec.namespace
+		wantStalled bool
+	}{
+		{name: "follows the served namespace", follows: "team-a"},
+		{name: "follows the denied namespace", follows: "team-b", wantStalled: true},
+		{name: "its own namespace has no informer of its own", wantStalled: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFixture(t, &corev1.ConfigMap{})
+				f.setSpecNamespace(t, tc.follows)
+				fi := &fakeInformers{gb: f.guestbook(t), served: true}
+				cfg := wgctrl.OwnerConfig{Client: f.client, Recorder: f.recorder, Informers: fi, RESTMapper: servedMapper{fi}}
+				owner, err := f.grade.NewOwner(cfg, &Guestbook{}, &corev1.ConfigMap{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				owner.FollowNamespaces(func(obj client.Object) []string {
+					if ns := obj.(*Guestbook).Spec.Namespace; ns != "" {
+						return []string{ns}
+					}
+					return nil
+				})
+				denied := watchtest.NewServer(watchtest.ServerOptions{})
+				denied.SetFaults(watchtest.Faults{Err: watchtest.Forbidden()})
+				served := watchtest.NewServer(watchtest.ServerOptions{})
+				ctx, cancel := context.WithCancel(t.Context())
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					if err := owner.Start(ctx); err != nil {
+						t.Errorf("Start: %v", err)
+					}
+				})
+				for ns, srv := range map[string]*watchtest.Server{"team-a": served, "team-b": denied} {
+					inf := f.grade.NewInformerIn(ns, srv, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+					wg.Go(func() { inf.RunWithContext(ctx) })
+				}
+				defer func() { cancel(); wg.Wait() }()
+
+				time.Sleep(wgwatch.DefaultHumanGrace + time.Minute)
+				synctest.Wait()
+				s, r := condition(f.guestbook(t), wgreadiness.ConditionStalled)
+				if got := s == metav1.ConditionTrue; got != tc.wantStalled {
+					t.Errorf("Stalled = %q (%s), want stalled %v", s, r, tc.wantStalled)
+				}
+				want := 0
+				if tc.wantStalled {
+					want = 1
+				}
+				if evs := f.events(); len(evs) != want || warnings(evs) != want {
+					t.Errorf("Events = %q, want %d Warning(s) and nothing else", evs, want)
+				}
+			})
+		})
+	}
+}
