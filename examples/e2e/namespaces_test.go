@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -83,12 +84,7 @@ func TestOwnersFollowTheirNamespace(t *testing.T) {
 		bind(ns, roleAll)
 	}
 
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, watchtarget.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := watchTargetScheme(t)
 	adminClient, err := client.New(c.Config(), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -101,44 +97,11 @@ func TestOwnersFollowTheirNamespace(t *testing.T) {
 		}
 	}
 
-	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := c.As(user)
 	cfg.Wrap(shortWatches)
-	mgr, err := ctrl.NewManager(cfg, grade.ManagerOptions(ctrl.Options{
-		Scheme: scheme,
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{
-			namespaces[0]: {}, namespaces[1]: {},
-		}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: new(true)},
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	readiness, err := grade.Owner(mgr, &watchtarget.WatchTarget{}, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reconciler := ctrlReconcileFunc(func(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
-		wt := &watchtarget.WatchTarget{}
-		if err := mgr.GetClient().Get(ctx, req.NamespacedName, wt); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		defer func() { err = errors.Join(err, readiness.Status(ctx, wt)) }()
-		return ctrl.Result{}, nil
-	})
-	if err := ctrl.NewControllerManagedBy(mgr).For(&watchtarget.WatchTarget{}).Owns(&corev1.ConfigMap{}).
-		WatchesRawSource(readiness.Requeue()).Complete(reconciler); err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	stopOnce(t, cancel, done)
+	runWatchTargetOperator(t, cfg, scheme, cache.Options{DefaultNamespaces: map[string]cache.Config{
+		namespaces[0]: {}, namespaces[1]: {},
+	}})
 
 	key := func(ns string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: "quota"} }
 	get := func(ns string) *watchtarget.WatchTarget {
@@ -213,6 +176,62 @@ func TestOwnersFollowTheirNamespace(t *testing.T) {
 	if warningB != 1 {
 		t.Errorf("team-b's Warnings = %d, want 1", warningB)
 	}
+}
+
+// runWatchTargetOperator starts, on cfg, an operator wired with wgctrl as
+// examples/README.md's steps wire a kubebuilder scaffold: a Grader's
+// ManagerOptions (with cacheOpts), an Owner of WatchTargets that watches
+// ConfigMaps, and a controller For WatchTargets, Owning ConfigMaps, whose
+// Reconcile reads the WatchTarget and ends with Owner.Status. It is
+// stopped when the test ends.
+func runWatchTargetOperator(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, cacheOpts cache.Options) {
+	t.Helper()
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, grade.ManagerOptions(ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  cacheOpts,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: new(true)},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readiness, err := grade.Owner(mgr, &watchtarget.WatchTarget{}, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconciler := ctrlReconcileFunc(func(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+		wt := &watchtarget.WatchTarget{}
+		if err := mgr.GetClient().Get(ctx, req.NamespacedName, wt); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		defer func() { err = errors.Join(err, readiness.Status(ctx, wt)) }()
+		return ctrl.Result{}, nil
+	})
+	if err := ctrl.NewControllerManagedBy(mgr).For(&watchtarget.WatchTarget{}).Owns(&corev1.ConfigMap{}).
+		WatchesRawSource(readiness.Requeue()).Complete(reconciler); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopOnce(t, cancel, done)
+}
+
+// watchTargetScheme is client-go's scheme with WatchTarget.
+func watchTargetScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, watchtarget.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return scheme
 }
 
 // ctrlReconcileFunc is a reconcile.Reconciler from a function.
