@@ -252,7 +252,7 @@ SCENARIO_JOBS ?= 4
 POOL_DIR      := $(CURDIR)/bin/pool
 POOL_FILTER   := ^ *(e2e:|demo:)|^(--- |    --- |FAIL)|_test\.go:[0-9]+:
 # The longest tests, longest first: they start first.
-POOL_FIRST    := TestKubebuilder TestConsumerFarBehindIsNotStreaming TestRestartsAreQuiet TestInformerOutage TestInformerThroughResetsAndARestart TestControllerRuntimeInformerOutage TestSteadyCutsDoNotFlap \
+POOL_FIRST    := TestKubebuilder TestConsumerFarBehindIsNotStreaming TestRestartsAreQuiet TestInformerOutage TestInformerThroughResetsAndARestart TestControllerRuntimeInformerOutage TestOwnersFollowTheirNamespace TestSteadyCutsDoNotFlap \
 	TestDemoTellsTheStoryInBothModes TestInformers TestAPIServerOutage TestRoutineCloses TestParity
 E2E_SUITE         := e2e;internal/e2e/scenarios;$(CURDIR)/bin/e2e.test;.;;$(E2E_LOG);$(POOL_FILTER)
 EXAMPLES_SUITE    := examples;examples/e2e;$(CURDIR)/bin/examples-e2e.test;.;^TestKubebuilder$$;$(CURDIR)/examples.log;$(POOL_FILTER)

@@ -37,7 +37,9 @@ import (
 // (shortWatches), so RBAC is checked again at once): team-b's WatchTarget must be
 // Stalled with one Warning, and team-a's must stay Ready, with no status
 // write and no Event, for as long again as team-b took to stall and a
-// transient grace more. Before wgctrl told the informers of the
+// transient grace more. Then the operator restarts while team-b is still
+// denied (its workers wait for team-b's ConfigMaps; the standby writer
+// runs): neither WatchTarget may be written or get an Event. Before wgctrl told the informers of the
 // namespaces apart, team-a's was Stalled too, with a Warning naming team-b.
 func TestOwnersFollowTheirNamespace(t *testing.T) {
 	c := harness.Start(t, harness.Options{RBAC: true})
@@ -99,9 +101,8 @@ func TestOwnersFollowTheirNamespace(t *testing.T) {
 
 	cfg := c.As(user)
 	cfg.Wrap(shortWatches)
-	runWatchTargetOperator(t, cfg, scheme, cache.Options{DefaultNamespaces: map[string]cache.Config{
-		namespaces[0]: {}, namespaces[1]: {},
-	}})
+	cacheOpts := cache.Options{DefaultNamespaces: map[string]cache.Config{namespaces[0]: {}, namespaces[1]: {}}}
+	stop := runWatchTargetOperator(t, cfg, scheme, cacheOpts)
 
 	key := func(ns string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: "quota"} }
 	get := func(ns string) *watchtarget.WatchTarget {
@@ -145,8 +146,6 @@ func TestOwnersFollowTheirNamespace(t *testing.T) {
 		b, _ := events("team-b")
 		return a >= 1 && b >= 1
 	})
-	beforeA := get("team-a")
-	normalA, warningA := events("team-a")
 
 	denied := time.Now()
 	bind("team-b", roleNoConfigMaps)
@@ -154,27 +153,59 @@ func TestOwnersFollowTheirNamespace(t *testing.T) {
 	stalledAfter := time.Since(denied)
 	await("team-b's Warning", 10*time.Second, func() bool { _, w := events("team-b"); return w >= 1 })
 
+	// quiet watches both WatchTargets for d, and returns each one's status
+	// writes and new Events.
+	quiet := func(d time.Duration) (writes, newEvents map[string]int) {
+		writes, newEvents = map[string]int{}, map[string]int{}
+		rv, count := map[string]string{}, map[string]int{}
+		for _, ns := range namespaces {
+			rv[ns] = get(ns).ResourceVersion
+			n, w := events(ns)
+			count[ns] = n + w
+		}
+		_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, d, true, func(context.Context) (bool, error) {
+			for _, ns := range namespaces {
+				if get(ns).ResourceVersion != rv[ns] {
+					writes[ns] = 1
+				}
+				n, w := events(ns)
+				newEvents[ns] = n + w - count[ns]
+			}
+			return false, nil
+		})
+		return writes, newEvents
+	}
+
 	// team-a must not move: watched for as long again as team-b took to
 	// stall, and a transient grace more.
 	watchFor := stalledAfter + 30*time.Second
-	writes, newEvents := 0, 0
-	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, watchFor, true, func(context.Context) (bool, error) {
-		if get("team-a").ResourceVersion != beforeA.ResourceVersion {
-			writes = 1
-		}
-		n, w := events("team-a")
-		newEvents = n + w - normalA - warningA
-		return writes != 0 || newEvents != 0, nil
-	})
+	writes, newEvents := quiet(watchFor)
 	afterA := get("team-a")
 	_, warningB := events("team-b")
-	t.Logf("e2e: namespaces denied=team-b stalled_after=%.1fs watched=%.0fs other_ready=%v other_writes=%d other_events=%d denied_warnings=%d",
-		stalledAfter.Seconds(), watchFor.Seconds(), isTrue(afterA, wgreadiness.ConditionReady), writes, newEvents, warningB)
-	if writes != 0 || newEvents != 0 {
-		t.Errorf("team-a's WatchTarget moved while only team-b's ConfigMaps were denied: %d writes (conditions now %v), %d Events", writes, afterA.Status.Conditions, newEvents)
+	if writes["team-a"] != 0 || newEvents["team-a"] != 0 {
+		t.Errorf("team-a's WatchTarget moved while only team-b's ConfigMaps were denied: %d writes (conditions now %v), %d Events", writes["team-a"], afterA.Status.Conditions, newEvents["team-a"])
 	}
 	if warningB != 1 {
 		t.Errorf("team-b's Warnings = %d, want 1", warningB)
+	}
+
+	// The operator restarted while team-b is denied: the new manager's
+	// workers wait for team-b's ConfigMaps, its standby writer sees
+	// team-a Ready and team-b Stalled as persisted, and writes nothing.
+	stop()
+	runWatchTargetOperator(t, cfg, scheme, cacheOpts)
+	const restartWatch = time.Minute // the human grace, the informer's retries, and more
+	rWrites, rEvents := quiet(restartWatch)
+	t.Logf("e2e: namespaces denied=team-b stalled_after=%.1fs watched=%.0fs other_ready=%v other_writes=%d other_events=%d denied_warnings=%d restart_watched=%.0fs stalled_writes=%d stalled_events=%d ready_writes=%d ready_events=%d",
+		stalledAfter.Seconds(), watchFor.Seconds(), isTrue(afterA, wgreadiness.ConditionReady), writes["team-a"], newEvents["team-a"], warningB,
+		restartWatch.Seconds(), rWrites["team-b"], rEvents["team-b"], rWrites["team-a"], rEvents["team-a"])
+	for _, ns := range namespaces {
+		if rWrites[ns] != 0 || rEvents[ns] != 0 {
+			t.Errorf("a restart that changed nothing: %s's WatchTarget written %d times, %d new Events; conditions now %v", ns, rWrites[ns], rEvents[ns], get(ns).Status.Conditions)
+		}
+	}
+	if !isTrue(get("team-b"), wgreadiness.ConditionStalled) || !isTrue(get("team-a"), wgreadiness.ConditionReady) {
+		t.Errorf("after the restart: team-a %v, team-b %v; want Ready, and Stalled", get("team-a").Status.Conditions, get("team-b").Status.Conditions)
 	}
 }
 
@@ -182,11 +213,13 @@ func TestOwnersFollowTheirNamespace(t *testing.T) {
 // examples/README.md's steps wire a kubebuilder scaffold: a Grader's
 // ManagerOptions (with cacheOpts), an Owner of WatchTargets that watches
 // ConfigMaps, and a controller For WatchTargets, Owning ConfigMaps, whose
-// Reconcile reads the WatchTarget and ends with Owner.Status. It is
-// stopped when the test ends.
-func runWatchTargetOperator(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, cacheOpts cache.Options) {
+// Reconcile reads the WatchTarget and ends with Owner.Status. Its
+// controllers wait for a kind that needs a human (WaitForHuman), as the
+// adoption's do. It returns the function that stops it, which the test's
+// end calls too.
+func runWatchTargetOperator(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, cacheOpts cache.Options) (stop func()) {
 	t.Helper()
-	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry()})
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry(), WaitForHuman: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +252,7 @@ func runWatchTargetOperator(t *testing.T, cfg *rest.Config, scheme *runtime.Sche
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	stopOnce(t, cancel, done)
+	return stopOnce(t, cancel, done)
 }
 
 // watchTargetScheme is client-go's scheme with WatchTarget.
