@@ -258,6 +258,21 @@ func (g *Grader) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, re
 	return g.newInformer(nil, lw, obj, resync, indexers)
 }
 
+// NewInformerInNamespace is [Grader.NewInformer] for an informer whose
+// lists and watches lw restricts to namespace, as a cache restricted to
+// namespaces makes one per namespace: the Owners that follow namespace
+// ([Owner.FollowNamespaces]) follow it. It is for informers made without
+// the cache, over watchtest's simulated API server in a test, say
+// (github.com/watchgrade/watchgrade/examples/wgctrl/wgctrltest does);
+// the cache's hook finds the namespace itself.
+func (g *Grader) NewInformerInNamespace(namespace string, lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	name, gr, err := g.identify(obj)
+	if err != nil {
+		g.log.Error(err, "cannot map the informer's kind to a resource; its metrics are labelled with the kind", "stream", name)
+	}
+	return g.newInformerIn(nil, namespace, name, gr, lw, obj, resync, indexers)
+}
+
 // newInformer is NewInformer, building the informer with build (the
 // user's own hook), or as controller-runtime's default does when nil.
 func (g *Grader) newInformer(build func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer,

@@ -109,7 +109,7 @@ func TestOwnerFollowsItsNamespace(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
 		for ns, srv := range map[string]*watchtest.Server{"team-b": denied, gbKey.Namespace: served} {
-			inf := f.grade.NewInformerIn(ns, srv, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+			inf := f.grade.NewInformerInNamespace(ns, srv, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
 			wg.Go(func() { inf.RunWithContext(ctx) })
 		}
 		defer func() { cancel(); wg.Wait() }()
@@ -271,7 +271,7 @@ func TestStandbyWriterFollowsTheOwnersNamespaces(t *testing.T) {
 					}
 				})
 				for ns, srv := range map[string]*watchtest.Server{"team-a": served, "team-b": denied} {
-					inf := f.grade.NewInformerIn(ns, srv, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+					inf := f.grade.NewInformerInNamespace(ns, srv, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
 					wg.Go(func() { inf.RunWithContext(ctx) })
 				}
 				defer func() { cancel(); wg.Wait() }()

@@ -1,0 +1,144 @@
+package wgctrltest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/watchgrade/watchgrade/examples/wgctrl"
+	"github.com/watchgrade/watchgrade/examples/wgctrl/wgctrltest"
+)
+
+// Guestbook stands for an operator's own kind, as kubebuilder scaffolds
+// it, with observedGeneration added (the adoption's step 1).
+type Guestbook struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Status            GuestbookStatus `json:"status,omitempty"`
+}
+
+type GuestbookStatus struct {
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+}
+
+type GuestbookList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Guestbook `json:"items"`
+}
+
+func (g *Guestbook) DeepCopyObject() runtime.Object {
+	c := *g
+	g.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	c.Status.Conditions = make([]metav1.Condition, len(g.Status.Conditions))
+	for i := range g.Status.Conditions {
+		g.Status.Conditions[i].DeepCopyInto(&c.Status.Conditions[i])
+	}
+	return &c
+}
+
+func (l *GuestbookList) DeepCopyObject() runtime.Object {
+	c := *l
+	c.Items = make([]Guestbook, len(l.Items))
+	for i := range l.Items {
+		c.Items[i] = *l.Items[i].DeepCopyObject().(*Guestbook)
+	}
+	return &c
+}
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	gv := schema.GroupVersion{Group: "webapp.example.com", Version: "v1"}
+	s.AddKnownTypes(gv, &Guestbook{}, &GuestbookList{})
+	metav1.AddToGroupVersion(s, gv)
+	return s
+}
+
+// GuestbookReconciler is the adoption's Reconcile: read the Guestbook, do
+// the operator's own work, and end with Owner.Status.
+type GuestbookReconciler struct {
+	client.Client
+	Readiness *wgctrl.Owner
+}
+
+func (r *GuestbookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	gb := &Guestbook{}
+	if err := r.Get(ctx, req.NamespacedName, gb); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	defer func() { err = errors.Join(err, r.Readiness.Status(ctx, gb)) }()
+	// ... the operator's own steps ...
+	return ctrl.Result{}, nil
+}
+
+func guestbook(namespace, name string) *Guestbook {
+	return &Guestbook{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Generation: 1}}
+}
+
+func guestbookOperator(objects ...client.Object) wgctrltest.Operator {
+	return wgctrltest.Operator{
+		Scheme:  newScheme(),
+		Owner:   &Guestbook{},
+		Watches: []client.Object{&corev1.ConfigMap{}},
+		Objects: objects,
+		Reconciler: func(c client.Client, readiness *wgctrl.Owner) reconcile.Reconciler {
+			return &GuestbookReconciler{Client: c, Readiness: readiness}
+		},
+	}
+}
+
+// status says an owner's Ready and Stalled, with their reasons.
+func status(conds []metav1.Condition) string {
+	var parts []string
+	for _, typ := range []string{"Ready", "Stalled"} {
+		if c := meta.FindStatusCondition(conds, typ); c != nil {
+			parts = append(parts, fmt.Sprintf("%s=%s/%s", typ, c.Status, c.Reason))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// The Guestbook operator's ConfigMaps denied from its start, the
+// controller restarted while its Guestbook is Stalled, then the Role
+// repaired: one Warning for the denial, nothing for the restart, one
+// Normal for the repair.
+func Example() {
+	key := types.NamespacedName{Namespace: "shop", Name: "gb"}
+	t := &testing.T{} // in a test function, its own t
+	res := wgctrltest.Run(t, guestbookOperator(guestbook(key.Namespace, key.Name)),
+		wgctrltest.Deny(&corev1.ConfigMap{}, ""),
+		wgctrltest.Wait(time.Minute),
+		wgctrltest.Restart(),
+		wgctrltest.Wait(10*time.Minute),
+		wgctrltest.Allow(&corev1.ConfigMap{}, ""),
+		wgctrltest.Wait(time.Minute),
+	)
+	fmt.Println(status(res.Conditions(key)))
+	fmt.Println("status writes:", res.StatusWrites(key))
+	for _, e := range res.Events(key) {
+		fmt.Println(strings.Join(strings.Fields(e)[:2], " ")) // type and reason
+	}
+	// Output:
+	// Ready=True/Established
+	// status writes: 2
+	// Warning Forbidden
+	// Normal Established
+}

@@ -1,0 +1,480 @@
+// Package wgctrltest runs an operator's own Reconciler, wired with wgctrl
+// as the adoption steps wire it, through faults of the API server in
+// virtual time, with no cluster and no binaries: "ConfigMaps denied in one
+// namespace", "the controller restarted while Stalled", "a 410 storm". A
+// table test in the operator's repository then asserts what its users see:
+// each owner's conditions, its Events and its status writes.
+//
+//	res := wgctrltest.Run(t, wgctrltest.Operator{
+//		Scheme:     scheme,
+//		Owner:      &webappv1.Guestbook{},
+//		Watches:    []client.Object{&corev1.ConfigMap{}},
+//		Objects:    []client.Object{guestbook},
+//		Reconciler: func(c client.Client, o *wgctrl.Owner) reconcile.Reconciler {
+//			return &GuestbookReconciler{Client: c, Scheme: scheme, Readiness: o}
+//		},
+//	}, wgctrltest.Deny(&corev1.ConfigMap{}, ""), wgctrltest.Wait(time.Minute), wgctrltest.Restart())
+//	res.Warnings(key) // 1
+//
+// [Run] plays the steps in a testing/synctest bubble of its own, so hours
+// of the API server's life take milliseconds. Its world is what an
+// operator built on a controller-runtime manager meets, made of the parts
+// wgctrl's own tests use:
+//
+//   - The owners live in controller-runtime's fake client (Operator.Objects),
+//     which Reconcile reads and whose status subresource Owner.Status writes;
+//     every status write is counted per owner.
+//   - Each watched kind is served by a watchtest.Server (one per namespace
+//     of Operator.Namespaces, as a cache restricted to namespaces runs one
+//     informer per namespace), whose informer the Grader grades, as the
+//     manager's cache hook does. The servers do not hold the fake client's
+//     objects: the verdicts depend on how the streams fare, not on what
+//     they carry. The servers outlive a restart, as the API server does.
+//   - The controller: its workers start once every watched kind's informer
+//     has synced, as controller-runtime's do (never, while a kind is denied
+//     from the start: the Owner's standby writer reports it meanwhile);
+//     they reconcile every owner then, and each owner the Owner's Requeue
+//     source hands them, one at a time, requeueing on an error with
+//     controller-runtime's default backoff or as the Result asks.
+//   - Events are recorded per owner ("Warning Forbidden ..."), as
+//     client-go's events recorder would record them.
+//
+// How it differs from a real manager: the owner kind's informer is not
+// graded (the owners never go through a simulated server; the standby
+// writer sees them as they are when it starts); the servers' errors reach
+// the informers at once, where client-go's REST client would retry a
+// reset connection itself; controller-runtime's own log lines are not
+// produced. Denying a kind cuts its open watches, as a Role removed shows
+// on a real server when the watches next reopen (within the API server's
+// watch timeout).
+package wgctrltest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/watchgrade/watchgrade/examples/wgctrl"
+	"github.com/watchgrade/watchgrade/watch/watchtest"
+)
+
+// Operator is the operator under test, wired as its main wires it.
+type Operator struct {
+	// Scheme knows the owner kind and every watched kind. Required.
+	Scheme *runtime.Scheme
+	// Owner is an object of the owner kind, as passed to Grader.Owner.
+	// Its status subresource is what Owner.Status writes. Required.
+	Owner client.Object
+	// Watches are the kinds the controller watches (Owns, Watches), as
+	// passed to Grader.Owner.
+	Watches []client.Object
+	// Objects are in the fake client from the start: the owners, and
+	// anything else Reconcile reads.
+	Objects []client.Object
+	// Namespaces restricts the cache to these namespaces, as
+	// cache.Options.DefaultNamespaces does: one informer per namespace
+	// and watched kind. Defaults to none: one informer per watched kind,
+	// of every namespace.
+	Namespaces []string
+	// Options configure the Grader. Registerer defaults to a registry of
+	// the run's own.
+	Options wgctrl.Options
+	// Reconciler makes the operator's reconciler from the client and the
+	// Owner, as its main does, once per process (again at each Restart).
+	// Required.
+	Reconciler func(c client.Client, readiness *wgctrl.Owner) reconcile.Reconciler
+	// Setup, if set, is called with each process's Owner before it starts:
+	// Owner.FollowNamespaces, say.
+	Setup func(*wgctrl.Owner)
+}
+
+// Step is one thing that happens to the operator's world. [Run] plays the
+// steps in order; each takes no virtual time but [Wait].
+type Step struct {
+	name string
+	do   func(*world) error
+}
+
+// String names the step, as Result's timeline shows it.
+func (s Step) String() string { return s.name }
+
+// Wait lets d of virtual time pass.
+func Wait(d time.Duration) Step {
+	return Step{name: "wait " + d.String(), do: func(*world) error { time.Sleep(d); return nil }}
+}
+
+// Deny makes the API server deny kind's lists and watches in namespace
+// ("" for every namespace), as a RoleBinding removed does: 403 Forbidden,
+// open watches cut.
+func Deny(kind client.Object, namespace string) Step {
+	return serverStep("deny", kind, namespace, func(s *watchtest.Server) {
+		s.SetFaults(watchtest.Faults{Err: watchtest.Forbidden()})
+		s.CloseWatches()
+	})
+}
+
+// Allow takes back every fault of kind's server in namespace ("" for
+// every namespace): the human fixed the Role, or the outage is over.
+func Allow(kind client.Object, namespace string) Step {
+	return serverStep("allow", kind, namespace, func(s *watchtest.Server) { s.SetFaults(watchtest.Faults{}) })
+}
+
+// Outage refuses every connection to the API server for d, as a
+// control-plane blip does, then serves again (with the faults it had).
+func Outage(d time.Duration) Step {
+	return Step{name: "outage " + d.String(), do: func(w *world) error {
+		before := map[*watchtest.Server]watchtest.Faults{}
+		for _, s := range w.servers {
+			before[s] = s.Faults()
+			s.SetFaults(watchtest.Faults{Refuse: true})
+			s.CloseWatches()
+		}
+		time.Sleep(d)
+		for s, f := range before {
+			s.SetFaults(f) // a denial stays denied
+		}
+		return nil
+	}}
+}
+
+// ExpiryStorm expires every cursor of kind's informers n times, every gap:
+// the kube-apiserver restarts, its watch cache starts anew, and each
+// informer's resume meets 410 Gone and relists, as a rolling restart of a
+// control plane does. It takes n×gap of virtual time.
+func ExpiryStorm(kind client.Object, n int, gap time.Duration) Step {
+	return Step{name: fmt.Sprintf("410 storm %d×%s", n, gap), do: func(w *world) error {
+		servers, err := w.serversOf(kind, "")
+		if err != nil {
+			return err
+		}
+		for range n {
+			for _, s := range servers {
+				s.Restart()
+			}
+			time.Sleep(gap)
+		}
+		return nil
+	}}
+}
+
+// Restart stops the operator's process and starts a new one (a new Grader,
+// Owner, informers and reconciler), as a rollout or a crash does; the
+// objects and the API server's faults stay.
+func Restart() Step {
+	return Step{name: "restart", do: func(w *world) error {
+		w.proc.stop()
+		p, err := w.start()
+		if err != nil {
+			return err
+		}
+		w.proc = p
+		return nil
+	}}
+}
+
+// StatusConflicts makes the next n status writes fail with 409 Conflict,
+// as a write racing another writer of the owner does.
+func StatusConflicts(n int) Step {
+	return Step{name: fmt.Sprintf("%d status conflicts", n), do: func(w *world) error {
+		w.mu.Lock()
+		w.conflicts += n
+		w.mu.Unlock()
+		return nil
+	}}
+}
+
+// Update changes the owner key with change, as kubectl apply does (its
+// generation moves if change touched the spec: set it in change), and
+// hands it to the controller.
+func Update(key types.NamespacedName, change func(client.Object)) Step {
+	return Step{name: "update " + key.String(), do: func(w *world) error {
+		obj, err := w.newOwner()
+		if err != nil {
+			return err
+		}
+		if err := w.client.Get(context.Background(), key, obj); err != nil {
+			return err
+		}
+		change(obj)
+		if err := w.client.Update(context.Background(), obj); err != nil {
+			return err
+		}
+		w.proc.enqueue(key)
+		return nil
+	}}
+}
+
+func serverStep(verb string, kind client.Object, namespace string, do func(*watchtest.Server)) Step {
+	name := verb + " " + fmt.Sprintf("%T", kind)
+	if namespace != "" {
+		name += " in " + namespace
+	}
+	return Step{name: name, do: func(w *world) error {
+		servers, err := w.serversOf(kind, namespace)
+		if err != nil {
+			return err
+		}
+		for _, s := range servers {
+			do(s)
+		}
+		return nil
+	}}
+}
+
+// Result is what the run left: each owner's conditions, Events and status
+// writes.
+type Result struct {
+	client client.Client
+	owner  schema.GroupVersionKind
+	mu     sync.Mutex
+	events map[types.NamespacedName][]string
+	writes map[types.NamespacedName]int
+}
+
+// Conditions returns the owner key's status.conditions as the run left
+// them.
+func (r *Result) Conditions(key types.NamespacedName) []metav1.Condition {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.owner)
+	if err := r.client.Get(context.Background(), key, u); err != nil {
+		return nil
+	}
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var conds []metav1.Condition
+	for _, c := range raw {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		var cond metav1.Condition
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &cond) == nil {
+			conds = append(conds, cond)
+		}
+	}
+	return conds
+}
+
+// Events returns the Events recorded for the owner key, in order, each as
+// "TYPE REASON NOTE".
+func (r *Result) Events(key types.NamespacedName) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events[key])
+}
+
+// Warnings counts the Warning Events recorded for the owner key.
+func (r *Result) Warnings(key types.NamespacedName) int {
+	n := 0
+	for _, e := range r.Events(key) {
+		if strings.HasPrefix(e, "Warning ") {
+			n++
+		}
+	}
+	return n
+}
+
+// StatusWrites counts the status writes the API server accepted for the
+// owner key.
+func (r *Result) StatusWrites(key types.NamespacedName) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writes[key]
+}
+
+// Run plays steps against op in a testing/synctest bubble of its own and
+// returns what the run left, once every goroutine of the run has ended
+// (synctest fails t for one left blocked). It fails t when op is
+// incomplete or a step cannot be played. Run must not be called from a
+// synctest bubble. It removes, process-wide, the rate limit that
+// apimachinery's HandleError puts on errors
+// (watchtest.DisableHandleErrorBackoff): inside a bubble it would stop
+// the informers for decades.
+func Run(t *testing.T, op Operator, steps ...Step) *Result {
+	t.Helper()
+	watchtest.DisableHandleErrorBackoff()
+	if op.Scheme == nil || op.Owner == nil || op.Reconciler == nil {
+		t.Fatal("wgctrltest: Operator needs a Scheme, an Owner and a Reconciler")
+		return nil
+	}
+	var res *Result
+	synctest.Test(t, func(t *testing.T) {
+		w, err := newWorld(op)
+		if err != nil {
+			t.Fatalf("wgctrltest: %v", err)
+		}
+		res = w.result
+		if w.proc, err = w.start(); err != nil {
+			t.Fatalf("wgctrltest: %v", err)
+		}
+		for _, s := range steps {
+			if err := s.do(w); err != nil {
+				w.proc.stop()
+				t.Fatalf("wgctrltest: step %q: %v", s, err)
+			}
+			synctest.Wait()
+		}
+		w.proc.stop()
+	})
+	return res
+}
+
+// world is the run's API server and the operator's current process.
+type world struct {
+	op       Operator
+	ownerGVK schema.GroupVersionKind
+	client   client.WithWatch
+	result   *Result
+	// servers serve each watched kind, per namespace ("" without
+	// Operator.Namespaces), by stream name then namespace.
+	servers map[string]*watchtest.Server
+	kinds   map[string][]string // namespaces per stream name
+	order   []string            // the stream names, as Operator.Watches has them
+	objs    map[string]runtime.Object
+	proc    *process
+
+	mu        sync.Mutex
+	conflicts int
+}
+
+func newWorld(op Operator) (*world, error) {
+	ownerGVK, err := apiutil.GVKForObject(op.Owner, op.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	w := &world{op: op, ownerGVK: ownerGVK, servers: map[string]*watchtest.Server{}, kinds: map[string][]string{}, objs: map[string]runtime.Object{}}
+	w.result = &Result{owner: ownerGVK, events: map[types.NamespacedName][]string{}, writes: map[types.NamespacedName]int{}}
+	status := op.Owner.DeepCopyObject().(client.Object)
+	w.client = fake.NewClientBuilder().WithScheme(op.Scheme).WithObjects(op.Objects...).WithStatusSubresource(status).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: w.statusUpdate}).Build()
+	w.result.client = w.client
+	namespaces := op.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
+	for _, kind := range op.Watches {
+		gvk, err := apiutil.GVKForObject(kind, op.Scheme)
+		if err != nil {
+			return nil, err
+		}
+		name := wgctrl.StreamName(gvk)
+		if _, ok := w.kinds[name]; ok {
+			continue // one kind, passed twice
+		}
+		obj, err := op.Scheme.New(gvk)
+		if err != nil {
+			return nil, err
+		}
+		list, err := op.Scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err != nil {
+			return nil, err
+		}
+		gr := schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind) + "s"}
+		for _, ns := range namespaces {
+			w.servers[name+"/"+ns] = watchtest.NewServer(watchtest.ServerOptions{Resource: gr, Object: obj, List: list})
+		}
+		w.kinds[name] = namespaces
+		w.order = append(w.order, name)
+		w.objs[name] = obj
+	}
+	return w, nil
+}
+
+// serversOf returns kind's servers in namespace, or all of them for "".
+func (w *world) serversOf(kind client.Object, namespace string) ([]*watchtest.Server, error) {
+	gvk, err := apiutil.GVKForObject(kind, w.op.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	name := wgctrl.StreamName(gvk)
+	nss, ok := w.kinds[name]
+	if !ok {
+		return nil, fmt.Errorf("%s is not among the Operator's Watches", name)
+	}
+	var out []*watchtest.Server
+	for _, ns := range nss {
+		if namespace == "" || ns == namespace || ns == "" {
+			out = append(out, w.servers[name+"/"+ns])
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the cache has no informer of %s in namespace %q (Operator.Namespaces)", name, namespace)
+	}
+	return out, nil
+}
+
+// statusUpdate counts a status write of an owner, or fails it with a
+// conflict while StatusConflicts asks for one.
+func (w *world) statusUpdate(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	if sub == "status" {
+		w.mu.Lock()
+		if w.conflicts > 0 {
+			w.conflicts--
+			w.mu.Unlock()
+			return apierrors.NewConflict(schema.GroupResource{Group: w.ownerGVK.Group, Resource: strings.ToLower(w.ownerGVK.Kind) + "s"}, obj.GetName(), errors.New("the object has been modified"))
+		}
+		w.mu.Unlock()
+	}
+	if err := c.SubResource(sub).Update(ctx, obj, opts...); err != nil {
+		return err
+	}
+	if sub == "status" {
+		w.result.mu.Lock()
+		w.result.writes[client.ObjectKeyFromObject(obj)]++
+		w.result.mu.Unlock()
+	}
+	return nil
+}
+
+func (w *world) newOwner() (client.Object, error) {
+	obj, err := w.op.Scheme.New(w.ownerGVK)
+	if err != nil {
+		return nil, err
+	}
+	co, ok := obj.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%v is not a client.Object", w.ownerGVK)
+	}
+	return co, nil
+}
+
+// owners lists the owners in the fake client, typed.
+func (w *world) owners() []client.Object {
+	obj, err := w.op.Scheme.New(w.ownerGVK.GroupVersion().WithKind(w.ownerGVK.Kind + "List"))
+	if err != nil {
+		return nil
+	}
+	list, ok := obj.(client.ObjectList)
+	if !ok || w.client.List(context.Background(), list) != nil {
+		return nil
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil
+	}
+	owners := make([]client.Object, 0, len(items))
+	for _, it := range items {
+		if co, ok := it.(client.Object); ok {
+			owners = append(owners, co)
+		}
+	}
+	return owners
+}

@@ -1,0 +1,74 @@
+package wgctrltest_test
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/watchgrade/watchgrade/examples/wgctrl/wgctrltest"
+)
+
+// The faults an operator lives through, each a row of what its users must
+// see: a Warning only when a human must act, nothing for what is routine,
+// nothing for a restart that changed nothing.
+func TestGuestbookThroughFaults(t *testing.T) {
+	a := types.NamespacedName{Namespace: "team-a", Name: "gb"}
+	b := types.NamespacedName{Namespace: "team-b", Name: "gb"}
+	type want struct {
+		status   string
+		writes   int
+		events   int
+		warnings int
+	}
+	for _, tc := range []struct {
+		name       string
+		namespaces []string
+		steps      []wgctrltest.Step
+		want       map[types.NamespacedName]want
+	}{{
+		name: "a 410 storm and a short outage are routine",
+		steps: []wgctrltest.Step{wgctrltest.Wait(time.Minute), wgctrltest.ExpiryStorm(&corev1.ConfigMap{}, 5, 10*time.Minute),
+			wgctrltest.Outage(10 * time.Second), wgctrltest.Wait(time.Minute)},
+		want: map[types.NamespacedName]want{a: {"Ready=True/Established", 1, 1, 0}},
+	}, {
+		name:  "ConfigMaps denied from the start",
+		steps: []wgctrltest.Step{wgctrltest.Deny(&corev1.ConfigMap{}, ""), wgctrltest.Wait(time.Minute)},
+		want:  map[types.NamespacedName]want{a: {"Ready=False/Forbidden Stalled=True/Forbidden", 1, 1, 1}},
+	}, {
+		name: "the controller restarted while Stalled",
+		steps: []wgctrltest.Step{wgctrltest.Deny(&corev1.ConfigMap{}, ""), wgctrltest.Wait(time.Minute),
+			wgctrltest.Restart(), wgctrltest.Wait(20 * time.Minute)},
+		want: map[types.NamespacedName]want{a: {"Ready=False/Forbidden Stalled=True/Forbidden", 1, 1, 1}},
+	}, {
+		name: "denied while running, restarted, repaired",
+		steps: []wgctrltest.Step{wgctrltest.Wait(time.Minute), wgctrltest.Deny(&corev1.ConfigMap{}, ""), wgctrltest.Wait(time.Minute),
+			wgctrltest.Restart(), wgctrltest.Wait(20 * time.Minute), wgctrltest.Allow(&corev1.ConfigMap{}, ""), wgctrltest.Wait(time.Minute)},
+		want: map[types.NamespacedName]want{a: {"Ready=True/Established", 3, 3, 1}},
+	}, {
+		name:       "ConfigMaps denied in one namespace of two",
+		namespaces: []string{"team-a", "team-b"},
+		steps:      []wgctrltest.Step{wgctrltest.Wait(time.Minute), wgctrltest.Deny(&corev1.ConfigMap{}, "team-b"), wgctrltest.Wait(time.Minute), wgctrltest.Restart(), wgctrltest.Wait(20 * time.Minute)},
+		want: map[types.NamespacedName]want{
+			a: {"Ready=True/Established", 1, 1, 0},
+			b: {"Ready=False/Forbidden Stalled=True/Forbidden", 2, 2, 1},
+		},
+	}, {
+		name:  "status writes that conflict",
+		steps: []wgctrltest.Step{wgctrltest.StatusConflicts(3), wgctrltest.Wait(time.Minute)},
+		want:  map[types.NamespacedName]want{a: {"Ready=True/Established", 1, 1, 0}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			op := guestbookOperator(guestbook(a.Namespace, a.Name), guestbook(b.Namespace, b.Name))
+			op.Namespaces = tc.namespaces
+			res := wgctrltest.Run(t, op, tc.steps...)
+			for key, w := range tc.want {
+				got := want{status(res.Conditions(key)), res.StatusWrites(key), len(res.Events(key)), res.Warnings(key)}
+				if got != w {
+					t.Errorf("%s: got %+v, want %+v; Events %q", key, got, w, res.Events(key))
+				}
+			}
+		})
+	}
+}
