@@ -129,7 +129,7 @@ func Example() {
 		wgctrltest.Restart(),
 		wgctrltest.Wait(10*time.Minute),
 		wgctrltest.Allow(&corev1.ConfigMap{}, ""),
-		wgctrltest.Wait(time.Minute),
+		wgctrltest.Wait(3*time.Minute), // the informer's backoff: up to a minute
 	)
 	fmt.Println(status(res.Conditions(key)))
 	fmt.Println("status writes:", res.StatusWrites(key))

@@ -97,6 +97,7 @@ func (p *process) work(ctx context.Context, w *world, r reconcile.Reconciler, in
 		if shutdown {
 			return
 		}
+		w.reconciling(req.NamespacedName)
 		res, err := r.Reconcile(ctx, req)
 		switch {
 		case err != nil:
@@ -118,6 +119,18 @@ func synced(infs []toolscache.SharedIndexInformer) bool {
 		}
 	}
 	return true
+}
+
+// reconciling records that a Reconcile of key begins, with the owner's
+// generation as it is.
+func (w *world) reconciling(key types.NamespacedName) {
+	var generation int64
+	if obj, err := w.newOwner(); err == nil && w.client.Get(context.Background(), key, obj) == nil {
+		generation = obj.GetGeneration()
+	}
+	w.result.mu.Lock()
+	w.result.recordLocked(RecordReconcile, key, generation, "")
+	w.result.mu.Unlock()
 }
 
 // enqueue hands key to the controller.
@@ -172,5 +185,7 @@ func (r recorder) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note
 	key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
 	r.res.mu.Lock()
 	defer r.res.mu.Unlock()
-	r.res.events[key] = append(r.res.events[key], eventtype+" "+reason+" "+fmt.Sprintf(note, args...))
+	e := eventtype + " " + reason + " " + fmt.Sprintf(note, args...)
+	r.res.events[key] = append(r.res.events[key], e)
+	r.res.recordLocked(RecordEvent, key, 0, e)
 }

@@ -61,7 +61,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -241,24 +240,101 @@ func serverStep(verb string, kind client.Object, namespace string, do func(*watc
 }
 
 // Result is what the run left: each owner's conditions, Events and status
-// writes.
+// writes, and the timeline of the run.
 type Result struct {
 	client client.Client
 	owner  schema.GroupVersionKind
+	began  time.Time
 	mu     sync.Mutex
 	events map[types.NamespacedName][]string
 	writes map[types.NamespacedName]int
+	lines  []Record
+}
+
+// Record is one line of a run's timeline.
+type Record struct {
+	// At is the virtual time since the run began.
+	At time.Duration
+	// What is RecordStep, RecordReconcile, RecordWrite or RecordEvent.
+	What RecordKind
+	// Owner is the owner reconciled, written or whose Event it is; zero
+	// for a step.
+	Owner types.NamespacedName
+	// Generation is, for a reconcile, the owner's metadata.generation as
+	// the Reconcile began; for a write, the status.observedGeneration
+	// written.
+	Generation int64
+	// Detail is the step's name, the Event ("TYPE REASON NOTE"), or the
+	// conditions written ("Ready=True/Established Stalled=...").
+	Detail string
+}
+
+// RecordKind says what a [Record] records.
+type RecordKind string
+
+// The kinds of [Record].
+const (
+	RecordStep      RecordKind = "step"
+	RecordReconcile RecordKind = "reconcile"
+	RecordWrite     RecordKind = "write"
+	RecordEvent     RecordKind = "event"
+)
+
+func (r Record) String() string {
+	s := fmt.Sprintf("%10s %-9s", r.At.Round(time.Millisecond), r.What)
+	if r.Owner != (types.NamespacedName{}) {
+		s += " " + r.Owner.String()
+	}
+	if r.What == RecordReconcile || r.What == RecordWrite {
+		s += fmt.Sprintf(" generation=%d", r.Generation)
+	}
+	if r.Detail != "" {
+		s += " " + r.Detail
+	}
+	return s
+}
+
+// Timeline returns the run's records in order: each step as it began,
+// each Reconcile as it began, each status write the API server accepted,
+// each Event.
+func (r *Result) Timeline() []Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.lines)
+}
+
+// record adds a line to the timeline; callers hold r.mu.
+func (r *Result) recordLocked(what RecordKind, owner types.NamespacedName, generation int64, detail string) {
+	r.lines = append(r.lines, Record{At: time.Since(r.began), What: what, Owner: owner, Generation: generation, Detail: detail})
 }
 
 // Conditions returns the owner key's status.conditions as the run left
 // them.
 func (r *Result) Conditions(key types.NamespacedName) []metav1.Condition {
+	conds, _, _ := r.Status(key)
+	return conds
+}
+
+// Status returns the owner key's status.conditions and
+// status.observedGeneration as the run left them, and its generation.
+func (r *Result) Status(key types.NamespacedName) (conds []metav1.Condition, observed, generation int64) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.owner)
 	if err := r.client.Get(context.Background(), key, u); err != nil {
-		return nil
+		return nil, 0, 0
 	}
-	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	conds, observed = statusOf(u)
+	return conds, observed, u.GetGeneration()
+}
+
+// statusOf reads obj's status.conditions and status.observedGeneration.
+func statusOf(obj client.Object) ([]metav1.Condition, int64) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, 0
+	}
+	observed, _, _ := unstructured.NestedInt64(u, "status", "observedGeneration")
+	raw, _, _ := unstructured.NestedSlice(u, "status", "conditions")
 	var conds []metav1.Condition
 	for _, c := range raw {
 		m, ok := c.(map[string]any)
@@ -270,7 +346,21 @@ func (r *Result) Conditions(key types.NamespacedName) []metav1.Condition {
 			conds = append(conds, cond)
 		}
 	}
-	return conds
+	return conds, observed
+}
+
+// summary says the kstatus trio of conds: "Ready=True/Established
+// Reconciling=... Stalled=...", the conditions present.
+func summary(conds []metav1.Condition) string {
+	var parts []string
+	for _, typ := range []string{"Ready", "Reconciling", "Stalled"} {
+		for _, c := range conds {
+			if c.Type == typ {
+				parts = append(parts, fmt.Sprintf("%s=%s/%s", typ, c.Status, c.Reason))
+			}
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // Events returns the Events recorded for the owner key, in order, each as
@@ -322,10 +412,14 @@ func Run(t *testing.T, op Operator, steps ...Step) *Result {
 			t.Fatalf("wgctrltest: %v", err)
 		}
 		res = w.result
+		res.began = time.Now()
 		if w.proc, err = w.start(); err != nil {
 			t.Fatalf("wgctrltest: %v", err)
 		}
 		for _, s := range steps {
+			res.mu.Lock()
+			res.recordLocked(RecordStep, types.NamespacedName{}, 0, s.name)
+			res.mu.Unlock()
 			if err := s.do(w); err != nil {
 				w.proc.stop()
 				t.Fatalf("wgctrltest: step %q: %v", s, err)
@@ -349,7 +443,9 @@ type world struct {
 	kinds   map[string][]string // namespaces per stream name
 	order   []string            // the stream names, as Operator.Watches has them
 	objs    map[string]runtime.Object
-	proc    *process
+	// ownerKeys are the owners of Operator.Objects.
+	ownerKeys []types.NamespacedName
+	proc      *process
 
 	mu        sync.Mutex
 	conflicts int
@@ -362,6 +458,11 @@ func newWorld(op Operator) (*world, error) {
 	}
 	w := &world{op: op, ownerGVK: ownerGVK, servers: map[string]*watchtest.Server{}, kinds: map[string][]string{}, objs: map[string]runtime.Object{}}
 	w.result = &Result{owner: ownerGVK, events: map[types.NamespacedName][]string{}, writes: map[types.NamespacedName]int{}}
+	for _, obj := range op.Objects {
+		if gvk, err := apiutil.GVKForObject(obj, op.Scheme); err == nil && gvk == ownerGVK {
+			w.ownerKeys = append(w.ownerKeys, client.ObjectKeyFromObject(obj))
+		}
+	}
 	status := op.Owner.DeepCopyObject().(client.Object)
 	w.client = fake.NewClientBuilder().WithScheme(op.Scheme).WithObjects(op.Objects...).WithStatusSubresource(status).
 		WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: w.statusUpdate}).Build()
@@ -437,8 +538,11 @@ func (w *world) statusUpdate(ctx context.Context, c client.Client, sub string, o
 		return err
 	}
 	if sub == "status" {
+		key := client.ObjectKeyFromObject(obj)
+		conds, observed := statusOf(obj)
 		w.result.mu.Lock()
-		w.result.writes[client.ObjectKeyFromObject(obj)]++
+		w.result.writes[key]++
+		w.result.recordLocked(RecordWrite, key, observed, summary(conds))
 		w.result.mu.Unlock()
 	}
 	return nil
@@ -456,25 +560,18 @@ func (w *world) newOwner() (client.Object, error) {
 	return co, nil
 }
 
-// owners lists the owners in the fake client, typed.
+// owners returns the owners of Operator.Objects as the fake client has
+// them now, typed, in the order Objects has them. It gets them one by one:
+// the fake client cannot list the objects that Owner.Status wrote
+// unstructured.
 func (w *world) owners() []client.Object {
-	obj, err := w.op.Scheme.New(w.ownerGVK.GroupVersion().WithKind(w.ownerGVK.Kind + "List"))
-	if err != nil {
-		return nil
-	}
-	list, ok := obj.(client.ObjectList)
-	if !ok || w.client.List(context.Background(), list) != nil {
-		return nil
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return nil
-	}
-	owners := make([]client.Object, 0, len(items))
-	for _, it := range items {
-		if co, ok := it.(client.Object); ok {
-			owners = append(owners, co)
+	var owners []client.Object
+	for _, key := range w.ownerKeys {
+		obj, err := w.newOwner()
+		if err != nil || w.client.Get(context.Background(), key, obj) != nil {
+			continue
 		}
+		owners = append(owners, obj)
 	}
 	return owners
 }
