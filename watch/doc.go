@@ -114,6 +114,7 @@
 //	Blocked, needs a human (ProgressDeadlineExceeded)            needing a human for its own cause
 //	Blocked, not needing a human, asked for fewer than three     Blocked, not needing a human
 //	  times in a row
+//	Blocked, not needing a human                                 Blocked, needing a human
 //
 // Instrument cannot follow what an informer's reflector decides for
 // itself: it adds no cursor check, replay spread or budget, session cap

@@ -280,6 +280,7 @@ func TestPublishedStateIsKept(t *testing.T) {
 		{"Replaying", blocked(ReasonConnectionFailed, false), State{Phase: PhaseReplaying, Reason: ReasonExpiredResourceVersion}, []bool{true, true, true}},
 		{"Blocked, needs a human (ProgressDeadlineExceeded)", blocked(ReasonForbidden, true), blocked(ReasonProgressDeadlineExceeded, true), []bool{true, true}},
 		{"Blocked, not needing a human, asked for fewer than three", blocked(ReasonConnectionFailed, false), blocked(ReasonFlapping, false), []bool{true, true, false}},
+		{"Blocked, not needing a human", blocked(ReasonForbidden, true), blocked(ReasonConnectionFailed, false), []bool{true, true, true, true}},
 	}
 	var rows []string
 	for _, tt := range tests {

@@ -234,6 +234,11 @@ func (k *steadiness) keep(cur, next State) bool {
 		return true
 	case next.Reason == ReasonProgressDeadlineExceeded && cur.NeedsHuman:
 		return true
+	case next.Phase == PhaseBlocked && !next.NeedsHuman && cur.NeedsHuman:
+		// A transient failure says nothing of whether the human's cause
+		// was fixed: only a live session or another cause that needs a
+		// human does.
+		return true
 	case next.Phase == PhaseBlocked && cur.Phase == PhaseBlocked && !next.NeedsHuman && !cur.NeedsHuman:
 		if k.pending != next.Reason {
 			k.pending, k.seen = next.Reason, 0
