@@ -164,6 +164,11 @@
 //
 // # Testing a reconciler
 //
+// Package github.com/watchgrade/watchgrade/examples/wgctrl/wgctrltest runs
+// your own Reconciler, wired as above, through API server faults (denials
+// in a namespace, outages, 410 storms, restarts) in virtual time, and
+// reports each owner's conditions, Events and status writes: the way to
+// table-test the wiring with no cluster. Underneath it,
 // [Grader.NewOwner] makes an Owner from controller-runtime's fake client
 // and a fake recorder, and the Grader is the informers' observer: feed it
 // states, or run an informer built by [Grader.NewInformer] over

@@ -21,9 +21,11 @@
 // operator built on a controller-runtime manager meets, made of the parts
 // wgctrl's own tests use:
 //
-//   - The owners live in controller-runtime's fake client (Operator.Objects),
-//     which Reconcile reads and whose status subresource Owner.Status writes;
-//     every status write is counted per owner.
+//   - The owners live in controller-runtime's fake client (the owners of
+//     Operator.Objects; none is created during a run), which Reconcile
+//     reads and whose status subresource Owner.Status writes; every
+//     status write is counted per owner, and [Result.Timeline] has each
+//     step, Reconcile, write and Event at its virtual time.
 //   - Each watched kind is served by a watchtest.Server (one per namespace
 //     of Operator.Namespaces, as a cache restricted to namespaces runs one
 //     informer per namespace), whose informer the Grader grades, as the
@@ -44,7 +46,7 @@
 // writer sees them as they are when it starts); the servers' errors reach
 // the informers at once, where client-go's REST client would retry a
 // reset connection itself; controller-runtime's own log lines are not
-// produced. Denying a kind cuts its open watches, as a Role removed shows
+// produced, nor are the Grader's. Denying a kind cuts its open watches, as a Role removed shows
 // on a real server when the watches next reopen (within the API server's
 // watch timeout).
 package wgctrltest
