@@ -94,26 +94,11 @@ func TestInstallWritesEachOwnerOnce(t *testing.T) {
 
 	// The Events are recorded after the writes, a moment later: wait for
 	// one per owner, then count them all.
-	countEvents := func() (normal, warning int) {
-		list, err := admin.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range list.Items {
-			n := max(int(e.DeprecatedCount), 1)
-			if e.Type == corev1.EventTypeWarning {
-				warning += n
-			} else {
-				normal += n
-			}
-		}
-		return normal, warning
-	}
 	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		n, w := countEvents()
+		n, w := countEvents(t, admin, ns)
 		return n+w >= installOwners, nil
 	})
-	normal, warning := countEvents()
+	normal, warning := countEvents(t, admin, ns)
 	maxWrites, total := 0, 0
 	for _, n := range writes {
 		maxWrites = max(maxWrites, n)

@@ -118,19 +118,7 @@ func TestOwnersFollowTheirNamespace(t *testing.T) {
 	}
 	events := func(ns string) (normal, warning int) {
 		t.Helper()
-		list, err := admin.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range list.Items {
-			n := max(int(e.DeprecatedCount), 1)
-			if e.Type == corev1.EventTypeWarning {
-				warning += n
-			} else {
-				normal += n
-			}
-		}
-		return normal, warning
+		return countEvents(t, admin, ns)
 	}
 	await := func(what string, timeout time.Duration, cond func() bool) {
 		t.Helper()
@@ -253,6 +241,25 @@ func runWatchTargetOperator(t *testing.T, cfg *rest.Config, scheme *runtime.Sche
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	return stopOnce(t, cancel, done)
+}
+
+// countEvents counts the Normal and the Warning Events in namespace ns,
+// each Event as many times as it occurred.
+func countEvents(t *testing.T, kube kubernetes.Interface, ns string) (normal, warning int) {
+	t.Helper()
+	list, err := kube.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		n := max(int(e.DeprecatedCount), 1)
+		if e.Type == corev1.EventTypeWarning {
+			warning += n
+		} else {
+			normal += n
+		}
+	}
+	return normal, warning
 }
 
 // watchTargetScheme is client-go's scheme with WatchTarget.
