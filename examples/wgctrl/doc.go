@@ -133,11 +133,22 @@
 // each owner depends on the kind only in the namespaces it follows (Ready's
 // message names them: "team-b/ConfigMap.v1"): a namespaced owner its own, a cluster-scoped one every
 // namespace of the cache, unless its Reconcile says otherwise with
-// [Owner.Follow] (a cluster-scoped TenantQuota that counts team-a's
+// [Owner.FollowNamespaces] (a cluster-scoped TenantQuota that counts team-a's
 // ConfigMaps follows team-a). So RBAC denied in team-b makes the owners
 // that follow team-b Stalled, with one Warning each, and leaves the others
-// Ready, with no write and no Event. A namespace the cache has no informer
-// restricted to is followed through the kind's worst state.
+// Ready, with no write and no Event. controller-runtime's cache makes a
+// kind's informers one namespace after another, and the controller's
+// source waits for each to sync before it asks for the next, so a
+// namespace denied from the start would leave those after it with none:
+// the Owner asks the cache for them (without waiting for a sync, in the
+// representation the controller's informers have), so that each
+// namespace's owners follow their own namespace's informer from the start.
+// A namespace the cache does not watch the kind in at all gives the owners
+// that follow it a Stalled gate, [ReasonNamespaceNotWatched]: nobody
+// watches their data there. Where the cache's DefaultNamespaces include
+// cache.AllNamespaces, a namespace with no informer of its own is served
+// by the informer of every namespace, and followed through the kind's
+// worst state.
 //
 // An owner's Events are recorded in its namespace; a cluster-scoped
 // owner's land in the namespace "default" (client-go's recorders put them

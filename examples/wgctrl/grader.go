@@ -19,6 +19,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -244,7 +245,7 @@ func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 // to namespaces (cache.Options.DefaultNamespaces) makes one informer per
 // namespace for a kind, all under that name: the metrics' gauge and the
 // probe see the kind's worst state among its informers, and each Owner
-// the states of the namespaces each owner follows ([Owner.Follow]). The
+// the states of the namespaces each owner follows ([Owner.FollowNamespaces]). The
 // hook is not told an informer's namespace: the Grader asks the
 // ListerWatcher with a list that the cache's HTTP client, as
 // ManagerOptions wraps it, answers without sending it; an informer made
@@ -297,7 +298,7 @@ func (g *Grader) newInformerIn(build func(toolscache.ListerWatcher, runtime.Obje
 	g.mu.Lock()
 	newNamespace := namespace != "" && !slices.Contains(g.namespacesLocked(name), namespace)
 	i := len(g.streams[name])
-	g.streams[name] = append(g.streams[name], informer{namespace: namespace}) // nothing published yet
+	g.streams[name] = append(g.streams[name], informer{namespace: namespace, obj: obj}) // nothing published yet
 	owners := slices.Clone(g.owners)
 	g.mu.Unlock()
 	if newNamespace {
@@ -335,6 +336,35 @@ type informer struct {
 	// state is the last state it published; zero before the first, and
 	// once it stopped.
 	state wgwatch.State
+	// obj is the object the cache made it for: its representation of the
+	// kind (typed, unstructured or metadata-only).
+	obj runtime.Object
+}
+
+// missingNamespaces returns the namespaces of namespaces in which the
+// cache restricts the kind named name to namespaces and has made no
+// informer of it yet, with an object of the representation of its
+// informers made so far, to ask the cache for the rest with: none where
+// the kind's informers serve every namespace.
+func (g *Grader) missingNamespaces(name string, namespaces []string) ([]string, client.Object) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	restricted := g.namespacesLocked(name)
+	infs := g.streams[name]
+	if len(restricted) == 0 || slices.ContainsFunc(infs, func(inf informer) bool { return inf.namespace == "" }) {
+		return nil, nil
+	}
+	var missing []string
+	for _, ns := range namespaces {
+		if !slices.Contains(restricted, ns) && !slices.Contains(missing, ns) {
+			missing = append(missing, ns)
+		}
+	}
+	obj, ok := infs[0].obj.DeepCopyObject().(client.Object)
+	if len(missing) == 0 || !ok {
+		return nil, nil
+	}
+	return missing, obj
 }
 
 // namespacedStream is the name under which the Owners are told the state
@@ -358,20 +388,29 @@ func (g *Grader) namespacesLocked(name string) []string {
 // named name in namespaces (nil: every namespace) tracks: the kind's name,
 // whose state is the worst of all its informers, unless the cache
 // restricts the kind's informers to namespaces, in which case one
-// [namespacedStream] for each namespace of namespaces that has one, and
-// the kind's name for a namespace with none.
+// [namespacedStream] for each namespace of namespaces. A namespace with no
+// informer of its own is followed through the kind's name where an
+// informer of every namespace serves it (a cache whose DefaultNamespaces
+// include cache.AllNamespaces), and otherwise waited for: its informer is
+// not made yet (controller-runtime's cache makes a kind's informers one
+// namespace after another, each once the one before it has synced, so a
+// namespace denied from the start leaves those after it with none), or
+// the cache does not watch the kind there, and either way the owner's
+// data there is not watched. It is not the kind's worst state: another
+// namespace's denial is not this namespace's.
 func (g *Grader) dependencies(name string, namespaces []string) []string {
 	g.mu.Lock()
 	restricted := g.namespacesLocked(name)
+	everyNamespace := slices.ContainsFunc(g.streams[name], func(inf informer) bool { return inf.namespace == "" })
 	g.mu.Unlock()
 	if len(restricted) == 0 || namespaces == nil {
 		return []string{name}
 	}
 	var names []string
 	for _, ns := range namespaces {
-		n := name
-		if slices.Contains(restricted, ns) {
-			n = namespacedStream(ns, name)
+		n := namespacedStream(ns, name)
+		if !slices.Contains(restricted, ns) && everyNamespace {
+			n = name
 		}
 		if !slices.Contains(names, n) {
 			names = append(names, n)
@@ -472,7 +511,7 @@ func (g *Grader) identify(obj runtime.Object) (string, schema.GroupResource, err
 // watches) and, in a cache restricted to namespaces, per namespace. All
 // the informers of a kind carry its one name: an owner depends on the
 // kind, whichever informer of it the controller runs (in the namespaces it
-// follows: [Owner.Follow]), and the metrics' gauge sees the worst state
+// follows: [Owner.FollowNamespaces]), and the metrics' gauge sees the worst state
 // among them.
 func StreamName(gvk schema.GroupVersionKind) string {
 	name := gvk.Kind + "." + gvk.Version

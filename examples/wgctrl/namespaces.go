@@ -118,9 +118,11 @@ func namespaceInPath(path string) string {
 // pages only the owners that follow a denied namespace; it must not block,
 // nor change the object. When f returns none, and without f, a namespaced
 // owner follows its own namespace and a cluster-scoped one every namespace
-// of the cache. A namespace the cache has no informer restricted to (the
-// cache serves it from an informer of every namespace, or not at all) is
-// followed through the kind's worst state across its informers. In a cache
+// of the cache. A namespace the cache does not watch a kind in gives the
+// owners that follow it a Stalled gate, [ReasonNamespaceNotWatched]; one
+// the cache serves from an informer of every namespace (its
+// DefaultNamespaces include cache.AllNamespaces) is followed through the
+// kind's worst state across its informers. In a cache
 // that is not restricted there is one informer per kind, and f changes
 // nothing. Call it before the manager starts.
 func (o *Owner) FollowNamespaces(f func(owner client.Object) []string) {

@@ -231,18 +231,19 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // The standby writer, which runs while the controller's workers wait (a
 // namespace's ConfigMaps denied at startup never sync), asks the same
 // FollowNamespaces function as Status: a restart pages an owner only if it
-// follows the denied namespace. A Guestbook whose own namespace the cache
-// has no informer restricted to is followed through the kind's worst
-// state.
+// follows the denied namespace. A Guestbook in a namespace the cache does
+// not watch ConfigMaps in (asked for the kind's informers, it makes none
+// there) is Stalled for it, NamespaceNotWatched: its data there is watched
+// by nobody, and it is not team-b's denial.
 func TestStandbyWriterFollowsTheOwnersNamespaces(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		follows     string // the Guestbook's spec.namespace
-		wantStalled bool
+		wantStalled string // its reason; "" for not Stalled
 	}{
 		{name: "follows the served namespace", follows: "team-a"},
-		{name: "follows the denied namespace", follows: "team-b", wantStalled: true},
-		{name: "its own namespace has no informer of its own", wantStalled: true},
+		{name: "follows the denied namespace", follows: "team-b", wantStalled: "Forbidden"},
+		{name: "its own namespace is not watched", wantStalled: wgctrl.ReasonNamespaceNotWatched},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -279,11 +280,11 @@ func TestStandbyWriterFollowsTheOwnersNamespaces(t *testing.T) {
 				time.Sleep(wgwatch.DefaultHumanGrace + time.Minute)
 				synctest.Wait()
 				s, r := condition(f.guestbook(t), wgreadiness.ConditionStalled)
-				if got := s == metav1.ConditionTrue; got != tc.wantStalled {
-					t.Errorf("Stalled = %q (%s), want stalled %v", s, r, tc.wantStalled)
+				if got := map[bool]string{true: r}[s == metav1.ConditionTrue]; got != tc.wantStalled {
+					t.Errorf("Stalled = %q (%s), want stalled for %q", s, r, tc.wantStalled)
 				}
 				want := 0
-				if tc.wantStalled {
+				if tc.wantStalled != "" {
 					want = 1
 				}
 				if evs := f.events(); len(evs) != want || warnings(evs) != want {

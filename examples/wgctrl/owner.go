@@ -20,6 +20,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -38,6 +39,14 @@ import (
 // asked for before Track. Without it the owner would wait, Reconciling, for
 // a stream that never reports.
 const ReasonUnknownStream = "UnknownStream"
+
+// ReasonNamespaceNotWatched is the reason of the Stalled gate an owner
+// gets for a namespace it follows ([Owner.FollowNamespaces]) in which the
+// manager's cache, restricted to namespaces, watches a kind the owner
+// depends on in none: the cache was asked for the kind's informers and
+// made none there. Without it the owner would wait, Reconciling, on data
+// nobody watches.
+const ReasonNamespaceNotWatched = "NamespaceNotWatched"
 
 // retryEvery is how often the standby writer asks again for an informer
 // the cache cannot make yet (a kind the API server does not serve).
@@ -108,6 +117,9 @@ type Owner struct {
 	follows    map[types.NamespacedName][]string
 	// tracked holds every owner tracked and not forgotten.
 	tracked map[types.NamespacedName]struct{}
+	// unwatched holds, as [namespacedStream], the kinds the cache, asked
+	// for their informers, made none of in a namespace owners follow.
+	unwatched map[string]bool
 	// pruned is true once a status write came back without
 	// status.observedGeneration: the CRD's schema lacks the field.
 	pruned bool
@@ -192,11 +204,12 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 			}
 			return co, nil
 		},
-		cfg:     cfg,
-		log:     g.log.WithValues("owner", gvk.Kind),
-		extra:   map[types.NamespacedName][]string{},
-		follows: map[types.NamespacedName][]string{},
-		tracked: map[types.NamespacedName]struct{}{},
+		cfg:       cfg,
+		log:       g.log.WithValues("owner", gvk.Kind),
+		extra:     map[types.NamespacedName][]string{},
+		follows:   map[types.NamespacedName][]string{},
+		tracked:   map[types.NamespacedName]struct{}{},
+		unwatched: map[string]bool{},
 	}
 	for _, d := range deps {
 		dgvk, err := apiutil.GVKForObject(d, scheme)
@@ -285,23 +298,45 @@ func (o *Owner) track(key types.NamespacedName) {
 	o.tracked[key] = struct{}{}
 	o.mu.Unlock()
 	var streams []string
+	stalled := map[string]bool{}
 	for _, d := range o.deps {
 		streams = append(streams, o.g.dependencies(d.name, namespaces)...)
+		for _, ns := range namespaces {
+			if !o.isUnwatched(d.name, ns) {
+				continue
+			}
+			name := namespacedStream(ns, d.name)
+			stalled[name] = true
+			o.acc.SetGate(key, wgreadiness.Stalled(name, ReasonNamespaceNotWatched, fmt.Sprintf(
+				"the manager's cache watches %s in other namespaces than %s: add it to the cache's namespaces (cache.Options.DefaultNamespaces, or the kind's ByObject), or have FollowNamespaces leave it out", d.name, ns)))
+		}
 	}
 	o.acc.Track(key, append(streams, extra...)...)
-	unknown := map[string]bool{}
 	for _, name := range extra {
 		if !o.g.knows(name) && !slices.Contains(o.Streams(), name) {
-			unknown[name] = true
+			stalled[name] = true
 			o.acc.SetGate(key, wgreadiness.Stalled(name, ReasonUnknownStream, fmt.Sprintf(
 				"no informer of the manager's cache is named %q: name streams with wgctrl.StreamName, and ask the cache for the informer before Track", name)))
 		}
 	}
 	for _, gate := range o.acc.Gates(key) {
-		if !gate.Stream && gate.Reason == ReasonUnknownStream && !unknown[gate.Name] {
+		if !gate.Stream && (gate.Reason == ReasonUnknownStream || gate.Reason == ReasonNamespaceNotWatched) && !stalled[gate.Name] {
 			o.acc.RemoveGate(key, gate.Name)
 		}
 	}
+}
+
+// isUnwatched reports whether the cache, asked for the informers of the
+// kind named name, made none in namespace, and still has none there.
+func (o *Owner) isUnwatched(name, namespace string) bool {
+	o.mu.Lock()
+	asked := o.unwatched[namespacedStream(namespace, name)]
+	o.mu.Unlock()
+	if !asked {
+		return false
+	}
+	missing, _ := o.g.missingNamespaces(name, []string{namespace})
+	return len(missing) > 0
 }
 
 // Status is the last step of Reconcile: it writes obj's kstatus trio
@@ -706,6 +741,72 @@ follow:
 	if reported {
 		o.servedAgain(d)
 	}
+	o.fillNamespaces(ctx, d, t)
+}
+
+// fillNamespaces asks the cache, at each tick of t, for the informers of d's
+// kind in the namespaces the owners follow that have none yet, where the
+// cache restricts the kind to namespaces. controller-runtime's cache makes
+// a kind's informers one namespace after another, and its controller's
+// source waits for each to sync before it asks for the next: a namespace
+// denied from the start would leave the namespaces after it with no
+// informer, their owners waiting on data nobody watches while their
+// workers wait too. Asked without waiting for a sync, the cache makes the
+// informers of every namespace it is restricted to, the very ones the
+// controller's source asks for next, in the representation (typed,
+// metadata-only) the controller's informers have. A namespace the cache is
+// not restricted to gets none, and is asked for once: the owners that
+// follow it get a Stalled gate with reason [ReasonNamespaceNotWatched].
+func (o *Owner) fillNamespaces(ctx context.Context, d dep, t clock.Ticker) {
+	asked := map[string]bool{}
+	for {
+		// A tick first: the controller's sources ask for the informers
+		// of a start that goes well within it.
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		missing, obj := o.g.missingNamespaces(d.name, o.followedNamespaces())
+		missing = slices.DeleteFunc(missing, func(ns string) bool { return asked[ns] })
+		if len(missing) > 0 {
+			if _, err := o.cfg.Informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
+				o.log.V(1).Info("cannot ask the cache for a watched kind's informers in the namespaces the owners follow; retrying", "kind", d.name, "namespaces", missing, "err", err.Error())
+			} else {
+				o.log.V(1).Info("asked the cache for a watched kind's informers in namespaces the owners follow that had none", "kind", d.name, "namespaces", missing)
+				for _, ns := range missing {
+					asked[ns] = true
+				}
+				// The cache makes an informer as it is asked for: a
+				// namespace still without one is one it does not watch.
+				if unwatched, _ := o.g.missingNamespaces(d.name, missing); len(unwatched) > 0 {
+					o.mu.Lock()
+					for _, ns := range unwatched {
+						o.unwatched[namespacedStream(ns, d.name)] = true
+					}
+					o.mu.Unlock()
+					o.retrack(d.name)
+				}
+			}
+		}
+	}
+}
+
+// followedNamespaces returns the namespaces that the owners tracked
+// follow, sorted; none for an owner that follows every namespace.
+func (o *Owner) followedNamespaces() []string {
+	o.mu.Lock()
+	keys := make([]types.NamespacedName, 0, len(o.tracked))
+	for k := range o.tracked {
+		keys = append(keys, k)
+	}
+	o.mu.Unlock()
+	var nss []string
+	for _, k := range keys {
+		nss = append(nss, o.namespaces(k)...)
+	}
+	slices.Sort(nss)
+	return slices.Compact(nss)
 }
 
 // servedAgain takes back the report that d's kind is not served: its

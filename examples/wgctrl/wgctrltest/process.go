@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,11 +25,19 @@ type process struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	queue  workqueue.TypedRateLimitingInterface[reconcile.Request]
-}
 
-// syncPoll is how often the controller looks whether its sources have
-// synced, as controller-runtime's WaitForCacheSync polls.
-const syncPoll = 100 * time.Millisecond
+	ctx   context.Context
+	grade *wgctrl.Grader
+
+	mu sync.Mutex
+	// made holds the watched kinds' informers made so far, by stream name
+	// and namespace; done counts the kinds whose informers the
+	// controller's sources have seen all synced, and ready is closed once
+	// they are all: the controller's workers start.
+	made  map[string]toolscache.SharedIndexInformer
+	done  int
+	ready chan struct{}
+}
 
 // start starts a process of the operator.
 func (w *world) start() (*process, error) {
@@ -42,23 +49,23 @@ func (w *world) start() (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: w.client, Recorder: recorder{w.result}, Informers: informers{w}}, w.op.Owner, w.op.Watches...)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &process{cancel: cancel, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()),
+		ctx: ctx, grade: grade, made: map[string]toolscache.SharedIndexInformer{}, ready: make(chan struct{})}
+	if len(w.order) == 0 {
+		close(p.ready)
+	}
+	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: w.client, Recorder: recorder{w.result}, Informers: informers{w, p}}, w.op.Owner, w.op.Watches...)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	if w.op.Setup != nil {
 		w.op.Setup(owner)
 	}
 	r := w.op.Reconciler(w.client, owner)
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &process{cancel: cancel, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())}
-	var infs []toolscache.SharedIndexInformer
 	for _, name := range w.order {
-		for _, ns := range w.kinds[name] {
-			inf := grade.NewInformerInNamespace(ns, w.servers[name+"/"+ns], w.objs[name].DeepCopyObject(), 0, toolscache.Indexers{})
-			infs = append(infs, inf)
-			p.wg.Go(func() { inf.RunWithContext(ctx) })
-		}
+		p.wg.Go(func() { p.makeInformers(w, name) })
 	}
 	p.wg.Go(func() {
 		if err := owner.Start(ctx); err != nil {
@@ -73,21 +80,55 @@ func (w *world) start() (*process, error) {
 		<-ctx.Done()
 		p.queue.ShutDown()
 	})
-	p.wg.Go(func() { p.work(ctx, w, r, infs) })
+	p.wg.Go(func() { p.work(ctx, w, r) })
 	return p, nil
+}
+
+// makeInformers makes the informers of the watched kind named name, one
+// per namespace of Operator.Namespaces in their order, each once the one
+// before it has synced: controller-runtime's cache restricted to
+// namespaces makes a kind's informers one namespace after another (in
+// the order of a map), and a controller's source waits for each to sync
+// before it asks for the next, so that an informer that never syncs (its
+// namespace denied from the start) leaves the namespaces after it with
+// none.
+func (p *process) makeInformers(w *world, name string) {
+	for _, ns := range w.kinds[name] {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.informer(w, name, ns).HasSyncedChecker().Done():
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done++; p.done == len(w.order) {
+		close(p.ready)
+	}
+}
+
+// informer returns the informer of the watched kind named name in
+// namespace, made and run the first time it is asked for.
+func (p *process) informer(w *world, name, namespace string) toolscache.SharedIndexInformer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := name + "/" + namespace
+	if inf, ok := p.made[key]; ok {
+		return inf
+	}
+	inf := p.grade.NewInformerInNamespace(namespace, w.servers[key], w.objs[name].DeepCopyObject(), 0, toolscache.Indexers{})
+	p.made[key] = inf
+	p.wg.Go(func() { inf.RunWithContext(p.ctx) })
+	return inf
 }
 
 // work is the controller: once every informer has synced, it reconciles
 // every owner, then each owner queued, one at a time.
-func (p *process) work(ctx context.Context, w *world, r reconcile.Reconciler, infs []toolscache.SharedIndexInformer) {
-	t := time.NewTicker(syncPoll)
-	defer t.Stop()
-	for !synced(infs) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+func (p *process) work(ctx context.Context, w *world, r reconcile.Reconciler) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-p.ready:
 	}
 	for _, o := range w.owners() {
 		p.queue.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
@@ -110,15 +151,6 @@ func (p *process) work(ctx context.Context, w *world, r reconcile.Reconciler, in
 		}
 		p.queue.Done(req)
 	}
-}
-
-func synced(infs []toolscache.SharedIndexInformer) bool {
-	for _, inf := range infs {
-		if !inf.HasSynced() {
-			return false
-		}
-	}
-	return true
 }
 
 // reconciling records that a Reconcile of key begins, with the owner's
@@ -144,11 +176,16 @@ func (p *process) stop() {
 	p.wg.Wait()
 }
 
-// informers is the manager's cache as the Owner's standby writer asks it:
-// the owner kind's informer delivers the owners as they are when it is
-// asked; the watched kinds' informers, which the Grader already grades,
-// deliver nothing.
-type informers struct{ w *world }
+// informers is the manager's cache as the Owner asks it: the owner kind's
+// informer delivers the owners as they are when it is asked; a watched
+// kind's informers, which the Grader already grades, deliver nothing, and
+// asking for them makes those of every namespace not made yet, as
+// controller-runtime's cache restricted to namespaces does when asked not
+// to wait for a sync.
+type informers struct {
+	w *world
+	p *process
+}
 
 func (i informers) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
 	gvk, err := apiutil.GVKForObject(obj, i.w.op.Scheme)
@@ -157,6 +194,10 @@ func (i informers) GetInformer(_ context.Context, obj client.Object, _ ...cache.
 	}
 	if gvk == i.w.ownerGVK {
 		return &informer{objs: i.w.owners()}, nil
+	}
+	name := wgctrl.StreamName(gvk)
+	for _, ns := range i.w.kinds[name] {
+		i.p.informer(i.w, name, ns)
 	}
 	return &informer{}, nil
 }

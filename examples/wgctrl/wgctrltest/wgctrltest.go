@@ -29,7 +29,11 @@
 //   - Each watched kind is served by a watchtest.Server (one per namespace
 //     of Operator.Namespaces, as a cache restricted to namespaces runs one
 //     informer per namespace), whose informer the Grader grades, as the
-//     manager's cache hook does. The servers do not hold the fake client's
+//     manager's cache hook does. As controller-runtime's cache, it makes a
+//     kind's informers one namespace after another, in the order of
+//     Operator.Namespaces (the real cache's is a Go map's), each once the
+//     one before it has synced, and all those not made yet when the Owner
+//     asks for the kind. The servers do not hold the fake client's
 //     objects: the verdicts depend on how the streams fare, not on what
 //     they carry. The servers outlive a restart, as the API server does.
 //   - The controller: its workers start once every watched kind's informer
@@ -93,7 +97,8 @@ type Operator struct {
 	Objects []client.Object
 	// Namespaces restricts the cache to these namespaces, as
 	// cache.Options.DefaultNamespaces does: one informer per namespace
-	// and watched kind. Defaults to none: one informer per watched kind,
+	// and watched kind, made in this order (put a denied namespace first
+	// to see what a real cache does one start in two). Defaults to none: one informer per watched kind,
 	// of every namespace.
 	Namespaces []string
 	// Options configure the Grader. Registerer defaults to a registry of

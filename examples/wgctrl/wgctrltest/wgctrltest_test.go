@@ -64,6 +64,28 @@ func TestGuestbookThroughFaults(t *testing.T) {
 		},
 		slack: 1,
 	}, {
+		// The cache makes team-b's informer first: it never syncs, and
+		// the controller's source never asks for team-a's.
+		name:       "ConfigMaps denied in one namespace of two, whose informer the cache makes first, then restarted",
+		namespaces: []string{"team-b", "team-a"},
+		steps:      []wgctrltest.Step{wgctrltest.Wait(time.Minute), wgctrltest.Deny(&corev1.ConfigMap{}, "team-b"), wgctrltest.Wait(time.Minute), wgctrltest.Restart(), wgctrltest.Wait(20 * time.Minute)},
+		want: map[types.NamespacedName]want{
+			a: {"Ready=True/Established", 1, 1, 0},
+			b: {"Ready=False/Forbidden Stalled=True/Forbidden", 2, 2, 1},
+		},
+		slack: 1,
+	}, {
+		name:       "ConfigMaps denied from the start in one namespace of two, whose informer the cache makes first",
+		namespaces: []string{"team-b", "team-a"},
+		steps:      []wgctrltest.Step{wgctrltest.Deny(&corev1.ConfigMap{}, "team-b"), wgctrltest.Wait(20 * time.Minute)},
+		want: map[types.NamespacedName]want{
+			// The controller's workers wait for team-b's informer to
+			// sync: nothing reconciles team-a's owner, nothing writes
+			// it, nothing pages it.
+			a: {"", 0, 0, 0},
+			b: {"Ready=False/Forbidden Stalled=True/Forbidden", 1, 1, 1},
+		},
+	}, {
 		name:  "status writes that conflict",
 		steps: []wgctrltest.Step{wgctrltest.StatusConflicts(3), wgctrltest.Wait(time.Minute)},
 		want:  map[types.NamespacedName]want{a: {"Ready=True/Established", 1, 1, 0}},
