@@ -33,6 +33,13 @@ type InstrumentOptions struct {
 	Policy Policy
 	// Clock times sessions and escalations; defaults to the real clock.
 	Clock clock.Clock
+	// Rand, if set, is the source (math/rand/v2) of the random spread of
+	// the waits before a call refused a connection is made again; nil is
+	// math/rand/v2's global source. The informer draws from it from one
+	// goroutine at a time: give each informer a source of its own. A test
+	// that replays a history from a seed sets it (client-go's reflectors
+	// draw their own jitter from math/rand's global source).
+	Rand *rand.Rand
 }
 
 // InstrumentedListerWatcher wraps the ListerWatcher an informer is built
@@ -94,6 +101,10 @@ func Instrument(lw cache.ListerWatcher, opts InstrumentOptions) (*InstrumentedLi
 		opts.Clock = clock.RealClock{}
 	}
 	opts.Policy = opts.Policy.withDefaults()
+	draw := rand.Float64
+	if opts.Rand != nil {
+		draw = opts.Rand.Float64
+	}
 	i := &InstrumentedListerWatcher{
 		inner:          cache.ToListerWatcherWithContext(lw),
 		watchListUnsup: watchlist.DoesClientNotSupportWatchListSemantics(lw),
@@ -101,8 +112,8 @@ func Instrument(lw cache.ListerWatcher, opts InstrumentOptions) (*InstrumentedLi
 		clock:          opts.Clock,
 		idle:           true,
 		pub:            newPublisher(opts.Clock, opts.Observer, newHealth(opts.Name, opts.Resource, opts.Policy, true)),
-		backoff:        backoff.Backoff{Initial: DefaultInitialBackoff, Max: DefaultMaxBackoff, Rand: rand.Float64},
-		rand:           rand.Float64,
+		backoff:        backoff.Backoff{Initial: DefaultInitialBackoff, Max: DefaultMaxBackoff, Rand: draw},
+		rand:           draw,
 	}
 	return i, nil
 }

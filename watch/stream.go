@@ -138,6 +138,13 @@ type StreamOptions struct {
 	ConsistentReplays bool
 	// Clock times backoffs, deadlines and sessions; defaults to the real clock.
 	Clock clock.Clock
+	// Rand, if set, is the source (math/rand/v2) of the random spread of
+	// the stream's waits (backoff jitter, the spread of a replay); nil is
+	// math/rand/v2's global source. The stream draws from it from one
+	// goroutine at a time: give each stream a source of its own. A test
+	// that replays a history from a seed sets it
+	// (rand.New(rand.NewPCG(seed, n))).
+	Rand *rand.Rand
 }
 
 // Defaults of StreamOptions.
@@ -260,13 +267,17 @@ func NewStream(lw cache.ListerWatcher, h Handler, opts StreamOptions) (*Stream, 
 	if w, short := opts.WatchTimeout, opts.Policy.ShortSession; w > 0 && w < 2*short {
 		return nil, fmt.Errorf("NewStream: %w: WatchTimeout %s is shorter than twice ShortSession %s: no session could go live", ErrInvalidOptions, w, short)
 	}
+	draw := rand.Float64
+	if opts.Rand != nil {
+		draw = opts.Rand.Float64
+	}
 	s := &Stream{
 		lw:           &cacheRelist{inner: cache.ToListerWatcherWithContext(lw)},
 		handler:      h,
 		opts:         opts,
 		clock:        opts.Clock,
-		backoff:      backoff.Backoff{Initial: opts.InitialBackoff, Max: opts.MaxBackoff, Rand: rand.Float64},
-		rand:         rand.Float64,
+		backoff:      backoff.Backoff{Initial: opts.InitialBackoff, Max: opts.MaxBackoff, Rand: draw},
+		rand:         draw,
 		replays:      rate.NewLimiter(rate.Every(opts.MaxBackoff), replayBurst),
 		watchListOff: opts.DisableWatchList || watchlist.DoesClientNotSupportWatchListSemantics(lw),
 		cursor:       opts.Cursor,

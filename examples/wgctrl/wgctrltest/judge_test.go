@@ -180,6 +180,7 @@ func (h *history) operator() wgctrltest.Operator {
 	op := guestbookOperator(objs...)
 	op.Namespaces = h.cacheOrder
 	op.Options.Policy = h.policy
+	op.Seed = h.seed
 	return op
 }
 

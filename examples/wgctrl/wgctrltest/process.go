@@ -3,7 +3,10 @@ package wgctrltest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
+	"testing/synctest"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,6 +38,7 @@ type process struct {
 	// controller's sources have seen all synced, and ready is closed once
 	// they are all: the controller's workers start.
 	made  map[string]toolscache.SharedIndexInformer
+	stops []context.CancelFunc // each informer's, in the order made
 	done  int
 	ready chan struct{}
 }
@@ -45,6 +49,13 @@ func (w *world) start() (*process, error) {
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
+	if opts.Seed == nil {
+		// Each process's informers draw from sources of their own, seeded
+		// from Operator.Seed and the process.
+		seed := w.op.Seed + uint64(w.processes)*0x9e3779b97f4a7c15
+		opts.Seed = &seed
+	}
+	w.processes++
 	grade, err := wgctrl.New(opts)
 	if err != nil {
 		return nil, err
@@ -99,6 +110,12 @@ func (p *process) makeInformers(w *world, name string) {
 			return
 		case <-p.informer(w, name, ns).HasSyncedChecker().Done():
 		}
+		// 1.3 ms between one informer synced and the next made, about
+		// what a cache takes, and not a sum of the servers' latencies: the
+		// informer synced draws its watch's timeout (from math/rand's
+		// global source) before the next draws anything, so that a seed
+		// replays.
+		time.Sleep(1300 * time.Microsecond)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -118,7 +135,9 @@ func (p *process) informer(w *world, name, namespace string) toolscache.SharedIn
 	}
 	inf := p.grade.NewInformerInNamespace(namespace, w.servers[key], w.objs[name].DeepCopyObject(), 0, toolscache.Indexers{})
 	p.made[key] = inf
-	p.wg.Go(func() { inf.RunWithContext(p.ctx) })
+	ctx, stop := context.WithCancel(p.ctx)
+	p.stops = append(p.stops, stop)
+	p.wg.Go(func() { inf.RunWithContext(ctx) })
 	return inf
 }
 
@@ -171,7 +190,19 @@ func (p *process) enqueue(key types.NamespacedName) {
 }
 
 // stop stops the process and waits for its goroutines.
+// It stops the informers one at a time, each settled before the next: a
+// reflector stopped in a watch-list that failed sleeps a jittered backoff
+// drawn from math/rand's global source (client-go does not cut that
+// sleep short), and informers stopped at once would draw in the
+// scheduler's order. It is called from the bubble's own goroutine.
 func (p *process) stop() {
+	p.mu.Lock()
+	stops := slices.Clone(p.stops)
+	p.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+		synctest.Wait()
+	}
 	p.cancel()
 	p.wg.Wait()
 }

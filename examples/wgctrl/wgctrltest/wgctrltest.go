@@ -111,10 +111,21 @@ type Operator struct {
 	// Setup, if set, is called with each process's Owner before it starts:
 	// Owner.FollowNamespaces, say.
 	Setup func(*wgctrl.Owner)
+	// Seed seeds the random spreads of the informers' waits (a source per
+	// informer and process, unless Options.Seed is set), so that a run
+	// plays the same each time. client-go's reflectors draw their backoff
+	// jitter from math/rand's global source: for a run that replays
+	// exactly, seed that too (math/rand.Seed, which needs
+	// //go:debug randseednop=0 in the test file), as the operator judge
+	// does. To that end each server answers in a time of its own, a
+	// fault that several informers share reaches them one at a time,
+	// 611 µs apart, and a stopped process's informers stop one at a time.
+	Seed uint64
 }
 
 // Step is one thing that happens to the operator's world. [Run] plays the
-// steps in order; each takes no virtual time but [Wait].
+// steps in order; each takes no virtual time but [Wait] (and under a
+// millisecond for each server a fault reaches, see Operator.Seed).
 type Step struct {
 	name string
 	do   func(*world) error
@@ -148,15 +159,18 @@ func Allow(kind client.Object, namespace string) Step {
 // control-plane blip does, then serves again (with the faults it had).
 func Outage(d time.Duration) Step {
 	return Step{name: "outage " + d.String(), do: func(w *world) error {
-		before := map[*watchtest.Server]watchtest.Faults{}
-		for _, s := range w.servers {
-			before[s] = s.Faults()
+		servers := w.allServers()
+		before := make([]watchtest.Faults, len(servers))
+		for i, s := range servers {
+			before[i] = s.Faults()
+		}
+		settled(servers, func(s *watchtest.Server) {
 			s.SetFaults(watchtest.Faults{Refuse: true})
 			s.CloseWatches()
-		}
+		})
 		time.Sleep(d)
-		for s, f := range before {
-			s.SetFaults(f) // a denial stays denied
+		for i, s := range servers {
+			s.SetFaults(before[i]) // a denial stays denied
 		}
 		return nil
 	}}
@@ -173,9 +187,7 @@ func ExpiryStorm(kind client.Object, n int, gap time.Duration) Step {
 			return err
 		}
 		for range n {
-			for _, s := range servers {
-				s.Restart()
-			}
+			settled(servers, (*watchtest.Server).Restart)
 			time.Sleep(gap)
 		}
 		return nil
@@ -239,11 +251,25 @@ func serverStep(verb string, kind client.Object, namespace string, do func(*watc
 		if err != nil {
 			return err
 		}
-		for _, s := range servers {
-			do(s)
-		}
+		settled(servers, do)
 		return nil
 	}}
+}
+
+// settled does do to each server in turn, 611 µs apart (not a sum of the
+// servers' latencies), and lets the informers react to each
+// (synctest.Wait) before the next: informers that react at one instant
+// draw client-go's jitter (math/rand's global source) in the order the
+// scheduler runs them, and their grace periods would end at one instant,
+// the owners' requeues racing, so that a seed would not replay.
+func settled(servers []*watchtest.Server, do func(*watchtest.Server)) {
+	for i, s := range servers {
+		if i > 0 {
+			time.Sleep(611 * time.Microsecond)
+		}
+		do(s)
+		synctest.Wait()
+	}
 }
 
 // Result is what the run left: each owner's conditions, Events and status
@@ -423,6 +449,7 @@ func Run(t *testing.T, op Operator, steps ...Step) *Result {
 		if w.proc, err = w.start(); err != nil {
 			t.Fatalf("wgctrltest: %v", err)
 		}
+		synctest.Wait() // the process has made what it makes at once
 		for _, s := range steps {
 			res.mu.Lock()
 			res.recordLocked(RecordStep, types.NamespacedName{}, 0, s.name)
@@ -453,6 +480,9 @@ type world struct {
 	// ownerKeys are the owners of Operator.Objects.
 	ownerKeys []types.NamespacedName
 	proc      *process
+
+	// processes counts the processes started (Restart).
+	processes int
 
 	mu        sync.Mutex
 	conflicts int
@@ -497,13 +527,32 @@ func newWorld(op Operator) (*world, error) {
 		}
 		gr := schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind) + "s"}
 		for _, ns := range namespaces {
-			w.servers[name+"/"+ns] = watchtest.NewServer(watchtest.ServerOptions{Resource: gr, Object: obj, List: list})
+			// Each server answers in a time of its own (1 ms, then 37 µs
+			// more for each server before it), so that informers that a
+			// fault hit at one instant act at different instants from then
+			// on: client-go's reflectors draw their jitter from math/rand's
+			// global source, whose draws at one instant come in the
+			// scheduler's order, and a seed would not replay.
+			latency := watchtest.Latency{Request: time.Millisecond + time.Duration(len(w.servers))*37*time.Microsecond}
+			w.servers[name+"/"+ns] = watchtest.NewServer(watchtest.ServerOptions{Resource: gr, Object: obj, List: list, Latency: latency})
 		}
 		w.kinds[name] = namespaces
 		w.order = append(w.order, name)
 		w.objs[name] = obj
 	}
 	return w, nil
+}
+
+// allServers returns every server, in the order of Operator.Watches, then
+// of Operator.Namespaces.
+func (w *world) allServers() []*watchtest.Server {
+	var out []*watchtest.Server
+	for _, name := range w.order {
+		for _, ns := range w.kinds[name] {
+			out = append(out, w.servers[name+"/"+ns])
+		}
+	}
+	return out
 }
 
 // serversOf returns kind's servers in namespace, or all of them for "".
