@@ -1,3 +1,8 @@
+// The fake clientset and its informers stay out of make fuzz's
+// instrumented build (see fakeclientset_test.go).
+
+//go:build !fuzzing
+
 package watch_test
 
 import (
