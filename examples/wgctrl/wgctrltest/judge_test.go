@@ -45,6 +45,9 @@ type history struct {
 	kinds    []string        // each step's kind: wait, deny, allow, outage, storm, restart, conflicts, update
 	denied   map[string][]span
 	outages  []span
+	// longOutages counts the outages past ProgressDeadline with a
+	// restart in them.
+	longOutages int
 	restarts []time.Duration
 	end      time.Duration
 	// firstFault is when the first step other than a wait began; -1 for
@@ -126,6 +129,23 @@ func generate(seed uint64) *history {
 			h.denied[scope] = append(h.denied[scope], span{deniedNow[scope], now})
 			delete(deniedNow, scope)
 			allow(scope)
+		case k < 10 && r.IntN(4) == 0:
+			// An outage past ProgressDeadline, the operator restarted
+			// once it is Stalled, the outage going on past the restart
+			// hold mostly (a rollout while the control plane is down).
+			restartAt := pd + 30*time.Second + time.Duration(r.IntN(180))*time.Second
+			after := pd + time.Duration(r.IntN(360))*time.Second
+			if r.IntN(3) == 0 {
+				after = time.Duration(1+r.IntN(int(pd/time.Second))) * time.Second
+			}
+			h.outages = append(h.outages, span{now, now + restartAt + after})
+			add("outage", wgctrltest.OutageBegins(), 0)
+			add("wait", wgctrltest.Wait(restartAt), restartAt)
+			h.restarts = append(h.restarts, now)
+			add("restart", wgctrltest.Restart(), 0)
+			add("wait", wgctrltest.Wait(after), after)
+			add("outage ends", wgctrltest.OutageEnds(), 0)
+			h.longOutages++
 		case k < 10:
 			d := time.Duration(1+r.IntN(180)) * time.Second
 			h.outages = append(h.outages, span{now, now + d})
@@ -376,6 +396,7 @@ func TestOperatorJudge(t *testing.T) {
 		if h.policy.ProgressDeadline != 0 {
 			worlds["progress_deadline_10m"]++
 		}
+		worlds["long_outage"] += h.longOutages
 		for _, k := range h.kinds {
 			worlds[k]++
 		}
@@ -400,8 +421,8 @@ func TestOperatorJudge(t *testing.T) {
 	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d (writes=%d warnings=%d restarts=%d denials=%d, %s)\n",
 		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite,
 		v.writes, v.warnings, v.restarts, v.denials, time.Since(began).Round(time.Second))
-	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d storms=%d restarts=%d conflicts=%d spec_changes=%d\n",
-		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["storm"], worlds["restart"], worlds["conflicts"], worlds["update"])
+	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d conflicts=%d spec_changes=%d\n",
+		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["conflicts"], worlds["update"])
 }
 
 // canonical orders a timeline's records of one instant by owner, then as

@@ -104,6 +104,14 @@ func (w *world) start() (*process, error) {
 // namespace denied from the start) leaves the namespaces after it with
 // none.
 func (p *process) makeInformers(w *world, name string) {
+	// The first 2.3 ms after the Owner starts, so that the Owner's
+	// StartGrace and the informers' TransientGrace, which would otherwise
+	// begin at one instant, never end at one.
+	select {
+	case <-p.ctx.Done():
+		return
+	case <-time.After(2300 * time.Microsecond):
+	}
 	for _, ns := range w.kinds[name] {
 		select {
 		case <-p.ctx.Done():
@@ -137,7 +145,19 @@ func (p *process) informer(w *world, name, namespace string) toolscache.SharedIn
 	p.made[key] = inf
 	ctx, stop := context.WithCancel(p.ctx)
 	p.stops = append(p.stops, stop)
-	p.wg.Go(func() { inf.RunWithContext(ctx) })
+	w.stopping.Go(func() {
+		// An informer runs 1.7 ms after it is made, about what a cache
+		// takes: the Owner's StartGrace for its stream, which begins when
+		// it is made, and the informer's TransientGrace, which begins at
+		// its first call, would otherwise end at one instant, racing, and
+		// a seed would not replay.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(1700 * time.Microsecond):
+		}
+		inf.RunWithContext(ctx)
+	})
 	return inf
 }
 
@@ -189,12 +209,14 @@ func (p *process) enqueue(key types.NamespacedName) {
 	p.queue.Add(reconcile.Request{NamespacedName: key})
 }
 
-// stop stops the process and waits for its goroutines.
-// It stops the informers one at a time, each settled before the next: a
-// reflector stopped in a watch-list that failed sleeps a jittered backoff
-// drawn from math/rand's global source (client-go does not cut that
-// sleep short), and informers stopped at once would draw in the
-// scheduler's order. It is called from the bubble's own goroutine.
+// stop stops the process and waits for its goroutines but its
+// informers', as a process that exits does: a reflector stopped in a
+// watch-list that failed sleeps out a jittered backoff first (client-go
+// does not cut that sleep short), and Run waits for them at its end
+// (world.stopping). It stops the informers one at a time, each settled
+// before the next: that backoff is drawn from math/rand's global source,
+// and informers stopped at once would draw in the scheduler's order. It
+// is called from the bubble's own goroutine.
 func (p *process) stop() {
 	p.mu.Lock()
 	stops := slices.Clone(p.stops)

@@ -118,8 +118,8 @@ type Operator struct {
 	// exactly, seed that too (math/rand.Seed, which needs
 	// //go:debug randseednop=0 in the test file), as the operator judge
 	// does. To that end each server answers in a time of its own, a
-	// fault that several informers share reaches them one at a time,
-	// 611 µs apart, and a stopped process's informers stop one at a time.
+	// fault reaches the servers one at a time, 611 µs apart, and a
+	// stopped process's informers stop one at a time.
 	Seed uint64
 }
 
@@ -156,24 +156,57 @@ func Allow(kind client.Object, namespace string) Step {
 }
 
 // Outage refuses every connection to the API server for d, as a
-// control-plane blip does, then serves again (with the faults it had).
+// control-plane blip does, then serves again (with the faults it had):
+// OutageBegins, Wait(d), OutageEnds.
 func Outage(d time.Duration) Step {
 	return Step{name: "outage " + d.String(), do: func(w *world) error {
-		servers := w.allServers()
-		before := make([]watchtest.Faults, len(servers))
-		for i, s := range servers {
-			before[i] = s.Faults()
+		if err := w.outageBegins(); err != nil {
+			return err
 		}
-		settled(servers, func(s *watchtest.Server) {
-			s.SetFaults(watchtest.Faults{Refuse: true})
-			s.CloseWatches()
-		})
 		time.Sleep(d)
-		for i, s := range servers {
-			s.SetFaults(before[i]) // a denial stays denied
-		}
-		return nil
+		return w.outageEnds()
 	}}
+}
+
+// OutageBegins refuses every connection to the API server until
+// OutageEnds, so that other steps happen during the outage: a Restart of
+// the operator while the control plane is down, say. Deny and Allow are
+// refused during an outage.
+func OutageBegins() Step {
+	return Step{name: "outage begins", do: (*world).outageBegins}
+}
+
+// OutageEnds ends the outage OutageBegins began: the API server serves
+// again, with the faults it had (a denial stays denied).
+func OutageEnds() Step {
+	return Step{name: "outage ends", do: (*world).outageEnds}
+}
+
+func (w *world) outageBegins() error {
+	if w.down != nil {
+		return errors.New("an outage has begun already")
+	}
+	servers := w.allServers()
+	w.down = make([]watchtest.Faults, len(servers))
+	for i, s := range servers {
+		w.down[i] = s.Faults()
+	}
+	settled(servers, func(s *watchtest.Server) {
+		s.SetFaults(watchtest.Faults{Refuse: true})
+		s.CloseWatches()
+	})
+	return nil
+}
+
+func (w *world) outageEnds() error {
+	if w.down == nil {
+		return errors.New("no outage has begun")
+	}
+	for i, s := range w.allServers() {
+		s.SetFaults(w.down[i])
+	}
+	w.down = nil
+	return nil
 }
 
 // ExpiryStorm expires every cursor of kind's informers n times, every gap:
@@ -247,6 +280,9 @@ func serverStep(verb string, kind client.Object, namespace string, do func(*watc
 		name += " in " + namespace
 	}
 	return Step{name: name, do: func(w *world) error {
+		if w.down != nil {
+			return fmt.Errorf("%s during an outage (OutageBegins): end it first", name)
+		}
 		servers, err := w.serversOf(kind, namespace)
 		if err != nil {
 			return err
@@ -256,17 +292,17 @@ func serverStep(verb string, kind client.Object, namespace string, do func(*watc
 	}}
 }
 
-// settled does do to each server in turn, 611 µs apart (not a sum of the
-// servers' latencies), and lets the informers react to each
-// (synctest.Wait) before the next: informers that react at one instant
-// draw client-go's jitter (math/rand's global source) in the order the
-// scheduler runs them, and their grace periods would end at one instant,
-// the owners' requeues racing, so that a seed would not replay.
+// settled does do to each server in turn, 611 µs apart and 611 µs after
+// the step begins (not a sum of the servers' latencies), and lets the
+// informers react to each (synctest.Wait) before the next: informers that
+// react at one instant draw client-go's jitter (math/rand's global
+// source) in the order the scheduler runs them, and grace periods that
+// began at one instant (a process's StartGrace, an informer's
+// TransientGrace) would end at one instant, racing, so that a seed would
+// not replay.
 func settled(servers []*watchtest.Server, do func(*watchtest.Server)) {
-	for i, s := range servers {
-		if i > 0 {
-			time.Sleep(611 * time.Microsecond)
-		}
+	for _, s := range servers {
+		time.Sleep(611 * time.Microsecond)
 		do(s)
 		synctest.Wait()
 	}
@@ -456,11 +492,13 @@ func Run(t *testing.T, op Operator, steps ...Step) *Result {
 			res.mu.Unlock()
 			if err := s.do(w); err != nil {
 				w.proc.stop()
+				w.stopping.Wait()
 				t.Fatalf("wgctrltest: step %q: %v", s, err)
 			}
 			synctest.Wait()
 		}
 		w.proc.stop()
+		w.stopping.Wait()
 	})
 	return res
 }
@@ -483,6 +521,12 @@ type world struct {
 
 	// processes counts the processes started (Restart).
 	processes int
+	// stopping runs the informers of every process: a process stopped
+	// does not wait for its own (see process.stop), Run does at its end.
+	stopping sync.WaitGroup
+	// down holds each server's faults (allServers' order) from
+	// OutageBegins to OutageEnds; nil when the servers are up.
+	down []watchtest.Faults
 
 	mu        sync.Mutex
 	conflicts int
