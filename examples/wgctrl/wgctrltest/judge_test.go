@@ -41,15 +41,15 @@ type history struct {
 	policy     wgwatch.Policy
 	steps      []wgctrltest.Step
 	// facts, in virtual time since the run began.
-	at       []time.Duration // each step's start
-	kinds    []string        // each step's kind: wait, deny, allow, outage, storm, restart, conflicts, update
-	denied   map[string][]span
-	outages  []span
+	at      []time.Duration // each step's start
+	kinds   []string        // each step's kind: wait, deny, allow, outage, storm, restart, conflicts, update
+	denied  map[string][]span
+	outages []span
 	// longOutages counts the outages past ProgressDeadline with a
 	// restart in them.
 	longOutages int
-	restarts []time.Duration
-	end      time.Duration
+	restarts    []time.Duration
+	end         time.Duration
 	// firstFault is when the first step other than a wait began; -1 for
 	// none.
 	firstFault time.Duration
