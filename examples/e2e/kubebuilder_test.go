@@ -442,7 +442,7 @@ func scaffold(t *testing.T, root string) string {
 	sh(t, proj, nil, kb, "init", "--domain", "example.com", "--repo", "example.com/guestbook")
 	sh(t, proj, nil, kb, "create", "api", "--group", "webapp", "--version", "v1", "--kind", "Guestbook", "--resource", "--controller")
 	scaffolded := time.Since(began)
-	for _, patch := range []string{kubebuilder.OperatorPatch, kubebuilder.AdoptPatch} {
+	for _, patch := range []string{kubebuilder.OperatorPatch, kubebuilder.AdoptPatch, kubebuilder.FaultsPatch} {
 		sh(t, proj, nil, "git", "apply", "--verbose", filepath.Join(root, "examples/kubebuilder", patch))
 	}
 	// What `go get github.com/watchgrade/watchgrade/examples/wgctrl` does
@@ -468,13 +468,24 @@ func scaffold(t *testing.T, root string) string {
 	}
 	sh(t, proj, nil, "make", "manifests", "generate")
 	sh(t, proj, nil, "go", "vet", "./...")
+	// The adoption's table test (faults.patch), as its author runs it:
+	// the Guestbook controller through API server faults in virtual time.
+	// The scaffold's own Ginkgo suite needs envtest's binaries: -run
+	// leaves it out.
+	out := sh(t, proj, nil, "go", "test", "-count=1", "-v", "-run", "^TestGuestbookThroughFaults$", "./internal/controller/")
+	rows := strings.Count(out, "    --- PASS: TestGuestbookThroughFaults/")
+	if rows == 0 {
+		t.Errorf("the adoption's table test ran no row:\n%s", out)
+	}
+	t.Logf("e2e: kubebuilder faults_table rows_passed=%d test_lines=%d", rows, kubebuilder.FaultsLines())
 	sh(t, proj, nil, "go", "build", "-o", "bin/manager", "./cmd")
 	t.Logf("kubebuilder %s: scaffolded in %s, adopted and built in %s", kubebuilder.Version, round(scaffolded), round(time.Since(began)-scaffolded))
 	return proj
 }
 
-// sh runs a command in dir and fails the test with its output if it fails.
-func sh(t *testing.T, dir string, env []string, name string, args ...string) {
+// sh runs a command in dir and returns its output, or fails the test with
+// it if the command fails.
+func sh(t *testing.T, dir string, env []string, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), name, args...)
 	cmd.Dir = dir
@@ -483,6 +494,7 @@ func sh(t *testing.T, dir string, env []string, name string, args ...string) {
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
+	return string(out)
 }
 
 func round(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }

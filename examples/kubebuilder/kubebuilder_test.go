@@ -18,6 +18,8 @@ func TestREADMEQuotesTheAdoptionPatch(t *testing.T) {
 	}
 	for _, want := range []string{
 		"```diff\n" + kubebuilder.Adopt() + "```\n",
+		"```diff\n" + kubebuilder.Faults() + "```\n",
+		fmt.Sprintf("**%d lines of code**, counted apart", kubebuilder.FaultsLines()),
 		fmt.Sprintf("**%d lines of code**", kubebuilder.AddedLines()),
 		"kubebuilder " + kubebuilder.Version,
 		"`kubebuilder init --domain example.com --repo example.com/guestbook`",
