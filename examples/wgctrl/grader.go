@@ -353,6 +353,12 @@ type informer struct {
 	// state is the last state it published; zero before the first, and
 	// once it stopped.
 	state wgwatch.State
+	// stall is the state that needed a human it published last, kept once
+	// it stopped in it until an informer of its namespace that runs has
+	// been live or needed a human itself (see informerStopped).
+	stall wgwatch.State
+	// settled is true once it has been live or needed a human.
+	settled bool
 	// obj is the object the cache made it for: its representation of the
 	// kind (typed, unstructured or metadata-only).
 	obj runtime.Object
@@ -597,6 +603,16 @@ func (g *Grader) informerState(observer wgwatch.Observer, name string, i int, s 
 	g.mu.Lock()
 	infs := g.streams[name]
 	infs[i].state = s
+	if s.Phase == wgwatch.PhaseStreaming || s.NeedsHuman {
+		infs[i].settled = true
+		// A stall of a stopped informer of the namespace is over: this
+		// one has been live, or says what needs a human now.
+		for j := range infs {
+			if infs[j].namespace == infs[i].namespace {
+				infs[j].stall = wgwatch.State{}
+			}
+		}
+	}
 	g.mu.Unlock()
 	g.passOn(observer, name, i)
 }
@@ -607,12 +623,29 @@ func (g *Grader) informerState(observer wgwatch.Observer, name string, i int, s 
 // finished sync the probe failing, once another informer serves the kind.
 // What the informers still running publish is passed on to observer if
 // it changed; with none running, nothing is, and ReadyzCheck forgets the
-// name until an informer of it reports again.
+// name until an informer of it reports again. An informer that stopped
+// while it needed a human (RBAC denied) and is made again
+// (RemoveInformer, then GetInformer) is a stream that starts over: its
+// stall stands until the new informer of its namespace has been live or
+// needs a human itself, as a stream's stall stands through anything but
+// those (the watch package's "the state a row gives"). Before, the new
+// informer's start wrote the stall away (a Normal) and its denial
+// reported it again (a second Warning); the operator judge found it.
 func (g *Grader) informerStopped(observer wgwatch.Observer, name string, i int) {
 	g.merge.Lock()
 	defer g.merge.Unlock()
 	g.mu.Lock()
 	infs := g.streams[name]
+	// A Run returns late (a reflector sleeps out its backoff first): the
+	// stall stands only if no informer of the namespace that runs has
+	// settled meanwhile.
+	settledSince := false
+	for j, run := range infs {
+		settledSince = settledSince || j != i && run.namespace == infs[i].namespace && run.state.Phase != "" && run.settled
+	}
+	if infs[i].state.NeedsHuman && !settledSince {
+		infs[i].stall = infs[i].state
+	}
 	infs[i].state = wgwatch.State{}
 	running := slices.ContainsFunc(infs, func(inf informer) bool { return inf.state.Phase != "" })
 	g.mu.Unlock()
@@ -641,6 +674,14 @@ func (g *Grader) passOn(observer wgwatch.Observer, name string, i int) {
 		for _, inf := range infs {
 			if keep(inf) && inf.state.Phase != "" && (w.Phase == "" || severity(inf.state) > severity(w)) {
 				w = inf.state
+			}
+		}
+		// The stall of a stopped informer stands while an informer of its
+		// namespace runs (see informerStopped).
+		for _, inf := range infs {
+			if keep(inf) && inf.stall.Phase != "" && w.Phase != "" && severity(inf.stall) > severity(w) &&
+				slices.ContainsFunc(infs, func(run informer) bool { return run.namespace == inf.namespace && run.state.Phase != "" }) {
+				w = inf.stall
 			}
 		}
 		return w, w.Phase != ""

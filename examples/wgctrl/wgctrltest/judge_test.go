@@ -156,6 +156,10 @@ func generate(seed uint64) *history {
 		case k < 13:
 			h.restarts = append(h.restarts, now)
 			add("restart", wgctrltest.Restart(), 0)
+		case k < 14 && r.IntN(3) == 0:
+			// cache.RemoveInformer then GetInformer, as an operator that
+			// watches kinds dynamically does.
+			add("replace", wgctrltest.ReplaceInformers(&corev1.ConfigMap{}), 0)
 		case k < 14:
 			add("conflicts", wgctrltest.StatusConflicts(1+r.IntN(4)), 0)
 		default:
@@ -421,8 +425,8 @@ func TestOperatorJudge(t *testing.T) {
 	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d (writes=%d warnings=%d restarts=%d denials=%d, %s)\n",
 		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite,
 		v.writes, v.warnings, v.restarts, v.denials, time.Since(began).Round(time.Second))
-	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d conflicts=%d spec_changes=%d\n",
-		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["conflicts"], worlds["update"])
+	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d\n",
+		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["replace"], worlds["conflicts"], worlds["update"])
 }
 
 // canonical orders a timeline's records of one instant by owner, then as

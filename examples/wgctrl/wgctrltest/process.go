@@ -39,6 +39,10 @@ type process struct {
 	// they are all: the controller's workers start.
 	made  map[string]toolscache.SharedIndexInformer
 	stops []context.CancelFunc // each informer's, in the order made
+	// stopOf stops the informer of made's key; replaced is closed, and
+	// made anew, when informers are replaced (ReplaceInformers).
+	stopOf   map[string]context.CancelFunc
+	replaced chan struct{}
 	done  int
 	ready chan struct{}
 }
@@ -62,7 +66,8 @@ func (w *world) start() (*process, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &process{cancel: cancel, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()),
-		ctx: ctx, grade: grade, made: map[string]toolscache.SharedIndexInformer{}, ready: make(chan struct{})}
+		ctx: ctx, grade: grade, made: map[string]toolscache.SharedIndexInformer{}, ready: make(chan struct{}),
+		stopOf: map[string]context.CancelFunc{}, replaced: make(chan struct{})}
 	if len(w.order) == 0 {
 		close(p.ready)
 	}
@@ -113,10 +118,17 @@ func (p *process) makeInformers(w *world, name string) {
 	case <-time.After(2300 * time.Microsecond):
 	}
 	for _, ns := range w.kinds[name] {
-		select {
-		case <-p.ctx.Done():
-			return
-		case <-p.informer(w, name, ns).HasSyncedChecker().Done():
+		for synced := false; !synced; {
+			p.mu.Lock()
+			replaced := p.replaced
+			p.mu.Unlock()
+			select {
+			case <-p.ctx.Done():
+				return
+			case <-replaced: // wait for the new one
+			case <-p.informer(w, name, ns).HasSyncedChecker().Done():
+				synced = true
+			}
 		}
 		// 1.3 ms between one informer synced and the next made, about
 		// what a cache takes, and not a sum of the servers' latencies: the
@@ -145,6 +157,7 @@ func (p *process) informer(w *world, name, namespace string) toolscache.SharedIn
 	p.made[key] = inf
 	ctx, stop := context.WithCancel(p.ctx)
 	p.stops = append(p.stops, stop)
+	p.stopOf[key] = stop
 	w.stopping.Go(func() {
 		// An informer runs 1.7 ms after it is made, about what a cache
 		// takes: the Owner's StartGrace for its stream, which begins when
@@ -152,8 +165,7 @@ func (p *process) informer(w *world, name, namespace string) toolscache.SharedIn
 		// its first call, would otherwise end at one instant, racing, and
 		// a seed would not replay.
 		select {
-		case <-ctx.Done():
-			return
+		case <-ctx.Done(): // Run returns at once: the Grader forgets it
 		case <-time.After(1700 * time.Microsecond):
 		}
 		inf.RunWithContext(ctx)
@@ -227,6 +239,29 @@ func (p *process) stop() {
 	}
 	p.cancel()
 	p.wg.Wait()
+}
+
+// replace stops the informers of the watched kind named name, one at a
+// time and each settled, and makes them anew, as cache.RemoveInformer
+// then GetInformer do. It is called from the bubble's own goroutine.
+func (p *process) replace(w *world, name string) {
+	for _, ns := range w.kinds[name] {
+		key := name + "/" + ns
+		p.mu.Lock()
+		stop, ok := p.stopOf[key]
+		delete(p.made, key)
+		delete(p.stopOf, key)
+		p.mu.Unlock()
+		if ok {
+			stop()
+			synctest.Wait()
+		}
+		p.informer(w, name, ns)
+	}
+	p.mu.Lock()
+	close(p.replaced)
+	p.replaced = make(chan struct{})
+	p.mu.Unlock()
 }
 
 // informers is the manager's cache as the Owner asks it: the owner kind's

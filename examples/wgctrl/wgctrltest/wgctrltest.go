@@ -242,6 +242,25 @@ func Restart() Step {
 	}}
 }
 
+// ReplaceInformers removes kind's informers from the cache and makes them
+// anew, as an operator that watches kinds dynamically (CRDs installed
+// later) does with cache.RemoveInformer and GetInformer: the Grader
+// forgets the informers stopped and grades the new ones.
+func ReplaceInformers(kind client.Object) Step {
+	return Step{name: fmt.Sprintf("replace the informers of %T", kind), do: func(w *world) error {
+		gvk, err := apiutil.GVKForObject(kind, w.op.Scheme)
+		if err != nil {
+			return err
+		}
+		name := wgctrl.StreamName(gvk)
+		if _, ok := w.kinds[name]; !ok {
+			return fmt.Errorf("%s is not among the Operator's Watches", name)
+		}
+		w.proc.replace(w, name)
+		return nil
+	}}
+}
+
 // StatusConflicts makes the next n status writes fail with 409 Conflict,
 // as a write racing another writer of the owner does.
 func StatusConflicts(n int) Step {
