@@ -43,8 +43,8 @@ type process struct {
 	// made anew, when informers are replaced (ReplaceInformers).
 	stopOf   map[string]context.CancelFunc
 	replaced chan struct{}
-	done  int
-	ready chan struct{}
+	done     int
+	ready    chan struct{}
 }
 
 // start starts a process of the operator.
