@@ -197,8 +197,10 @@ judge-race:
 # random histories of the Guestbook operator, wired with wgctrl as the
 # adoption steps wire it, played by the operator authors' kit
 # (wgctrltest) in virtual time: denials in one namespace of two or in all,
-# outages, 410 storms, controller restarts, status conflicts, spec
-# changes, a 10-minute ProgressDeadline; each checked for false, extra and
+# outages (some past ProgressDeadline, the controller restarted in them),
+# 410 storms, controller restarts, informers removed and made again,
+# status conflicts, spec changes, a 10-minute ProgressDeadline, caches
+# that make a kind's informers in either order; each checked for false, extra and
 # missed Warnings, convergence, observedGeneration never ahead of a
 # Reconcile, a first sync of one write, a restart that changed nothing
 # writing nothing, kstatus. About a minute for 1,000. Then 20 seeds
