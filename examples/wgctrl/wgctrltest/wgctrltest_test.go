@@ -86,6 +86,23 @@ func TestGuestbookThroughFaults(t *testing.T) {
 			b: {"Ready=False/Forbidden Stalled=True/Forbidden", 1, 1, 1},
 		},
 	}, {
+		// cache.RemoveInformer, then GetInformer, during the denial: the
+		// new informer starting does not write the stall away.
+		name: "informers replaced while denied, then repaired",
+		steps: []wgctrltest.Step{wgctrltest.Wait(time.Minute), wgctrltest.Deny(&corev1.ConfigMap{}, ""), wgctrltest.Wait(time.Minute),
+			wgctrltest.ReplaceInformers(&corev1.ConfigMap{}), wgctrltest.Wait(time.Minute), wgctrltest.Allow(&corev1.ConfigMap{}, ""), wgctrltest.Wait(3 * time.Minute)},
+		want:  map[types.NamespacedName]want{a: {"Ready=True/Established", 3, 3, 1}},
+		slack: 1,
+	}, {
+		// The control plane down past ProgressDeadline, the controller
+		// restarted while the owner is Stalled: one Warning, and the
+		// restart hold keeps the stall until the outage ends.
+		name: "restarted during an outage past ProgressDeadline",
+		steps: []wgctrltest.Step{wgctrltest.Wait(time.Minute), wgctrltest.OutageBegins(), wgctrltest.Wait(6 * time.Minute),
+			wgctrltest.Restart(), wgctrltest.Wait(10 * time.Minute), wgctrltest.OutageEnds(), wgctrltest.Wait(3 * time.Minute)},
+		want:  map[types.NamespacedName]want{a: {"Ready=True/Established", 4, 4, 1}},
+		slack: 1,
+	}, {
 		name:  "status writes that conflict",
 		steps: []wgctrltest.Step{wgctrltest.StatusConflicts(3), wgctrltest.Wait(time.Minute)},
 		want:  map[types.NamespacedName]want{a: {"Ready=True/Established", 1, 1, 0}},
