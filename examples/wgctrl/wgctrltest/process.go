@@ -189,6 +189,12 @@ func (p *process) work(ctx context.Context, w *world, r reconcile.Reconciler) {
 		if shutdown {
 			return
 		}
+		// A worker takes 333 µs to pick the request up: what queued it (an
+		// informer's state changing) may draw client-go's jitter at the
+		// instant it did, and so may Reconcile (a status conflict's retry
+		// draws math/rand's global source): one after the other, or a
+		// seed would not replay.
+		time.Sleep(333 * time.Microsecond)
 		w.reconciling(req.NamespacedName)
 		res, err := r.Reconcile(ctx, req)
 		switch {
@@ -242,10 +248,17 @@ func (p *process) stop() {
 }
 
 // replace stops the informers of the watched kind named name, one at a
-// time and each settled, and makes them anew, as cache.RemoveInformer
-// then GetInformer do. It is called from the bubble's own goroutine.
+// time and each settled, and makes them anew, 1.3 ms apart, as
+// cache.RemoveInformer then GetInformer do. It is called from the
+// bubble's own goroutine.
 func (p *process) replace(w *world, name string) {
-	for _, ns := range w.kinds[name] {
+	for i, ns := range w.kinds[name] {
+		if i > 0 {
+			// As makeInformers spaces them: informers started at one
+			// instant queue their owners at one instant, in the
+			// scheduler's order.
+			time.Sleep(1300 * time.Microsecond)
+		}
 		key := name + "/" + ns
 		p.mu.Lock()
 		stop, ok := p.stopOf[key]
