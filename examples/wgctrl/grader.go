@@ -248,7 +248,8 @@ func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 // informer behaves as it would without the wrapper; once its Run returns
 // (the cache's RemoveInformer, or the manager stopping) the Grader forgets
 // its state, so that a kind's informer removed and made again is graded by
-// the one that runs.
+// the one that runs; a stall it stopped in (RBAC denied) stands until the
+// new informer of its namespace has been live or needs a human itself.
 //
 // The stream is named by [StreamName] from obj's kind, whatever its
 // representation (typed, unstructured, metadata-only). A cache restricted

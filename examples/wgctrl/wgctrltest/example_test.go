@@ -142,3 +142,56 @@ func Example() {
 	// Warning Forbidden
 	// Normal Established
 }
+
+// The control plane down past ProgressDeadline, the operator restarted
+// while its Guestbook is Stalled, then the control plane back: one Warning,
+// and the restart writes nothing.
+func ExampleOutageBegins() {
+	key := types.NamespacedName{Namespace: "shop", Name: "gb"}
+	t := &testing.T{} // in a test function, its own t
+	res := wgctrltest.Run(t, guestbookOperator(guestbook(key.Namespace, key.Name)),
+		wgctrltest.Wait(time.Minute),
+		wgctrltest.OutageBegins(),
+		wgctrltest.Wait(6*time.Minute), // past the 5-minute ProgressDeadline
+		wgctrltest.Restart(),
+		wgctrltest.Wait(10*time.Minute),
+		wgctrltest.OutageEnds(),
+		wgctrltest.Wait(3*time.Minute),
+	)
+	fmt.Println(status(res.Conditions(key)))
+	for _, e := range res.Events(key) {
+		fmt.Println(strings.Join(strings.Fields(e)[:2], " "))
+	}
+	// Output:
+	// Ready=True/Established
+	// Normal Established
+	// Normal ConnectionFailed
+	// Warning ProgressDeadlineExceeded
+	// Normal Established
+}
+
+// The ConfigMaps' informers removed and made again (cache.RemoveInformer,
+// then GetInformer) while RBAC denies them: the new informer's start does
+// not write the stall away, and the denial pages once.
+func ExampleReplaceInformers() {
+	key := types.NamespacedName{Namespace: "shop", Name: "gb"}
+	t := &testing.T{} // in a test function, its own t
+	res := wgctrltest.Run(t, guestbookOperator(guestbook(key.Namespace, key.Name)),
+		wgctrltest.Wait(time.Minute),
+		wgctrltest.Deny(&corev1.ConfigMap{}, ""),
+		wgctrltest.Wait(time.Minute),
+		wgctrltest.ReplaceInformers(&corev1.ConfigMap{}),
+		wgctrltest.Wait(time.Minute),
+		wgctrltest.Allow(&corev1.ConfigMap{}, ""),
+		wgctrltest.Wait(3*time.Minute),
+	)
+	fmt.Println(status(res.Conditions(key)))
+	for _, e := range res.Events(key) {
+		fmt.Println(strings.Join(strings.Fields(e)[:2], " "))
+	}
+	// Output:
+	// Ready=True/Established
+	// Normal Established
+	// Warning Forbidden
+	// Normal Established
+}

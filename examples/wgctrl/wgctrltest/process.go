@@ -109,9 +109,9 @@ func (w *world) start() (*process, error) {
 // namespace denied from the start) leaves the namespaces after it with
 // none.
 func (p *process) makeInformers(w *world, name string) {
-	// The first 2.3 ms after the Owner starts, so that the Owner's
-	// StartGrace and the informers' TransientGrace, which would otherwise
-	// begin at one instant, never end at one.
+	// The first informer is made 2.3 ms after the Owner starts, so that
+	// the Owner's StartGrace and the informers' TransientGrace, which
+	// would otherwise begin at one instant, never end at one.
 	select {
 	case <-p.ctx.Done():
 		return
