@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,7 +46,12 @@ const DefaultLogQuiet = 2 * time.Minute
 // "Once" is per stretch of trouble of one reflector: errors that follow
 // each other with less than [LogOptions.Quiet] between them and no close
 // or expiry (the server answering) among them; the next stretch logs
-// again, so a denial repaired and soon made again is logged again. Each
+// again, so a denial repaired and soon made again is logged again. A
+// refusal that needs a human more than a minute after the reflector's
+// last error (longer than its longest backoff: the server answered in
+// between) begins a stretch of its own too: a 9-second denial, two
+// minutes of health, then a denial repaired at once log nothing, where
+// they logged an error "for 2m2s". Each
 // line carries the reflector's type ("type", such as "*v1.ConfigMap"), the
 // reason ([Classify]), and the error.
 //
@@ -61,6 +67,33 @@ func WatchErrorLogger(log logr.Logger, opts LogOptions) cache.WatchErrorHandlerW
 		l.clock = clock.RealClock{}
 	}
 	return l.handle
+}
+
+// The reflector's backoff, as client-go v0.37's reflector configures it:
+// its wait after each attempt that failed starts at 800 ms and doubles,
+// capped at 30 s, each jittered up to twice as long; it starts again from
+// 800 ms once 2 minutes have passed since it last did.
+const (
+	reflectorBackoffInit  = 800 * time.Millisecond
+	reflectorBackoffMax   = 30 * time.Second
+	reflectorBackoffReset = 2 * time.Minute
+	// refusalLatency is how long a refusal that needs a human (401, 403,
+	// 404) may take to come back, generously: the API server
+	// authenticates and authorizes before it lists.
+	refusalLatency = 5 * time.Second
+)
+
+// longestRetry is the longest a reflector that failed attempts times in
+// the last reflectorBackoffReset waits before its next attempt, and the
+// time a refusal takes to come back: two refusals that need a human
+// further apart than that had the server answering in between (a list
+// that succeeded, a watch that stayed open).
+func longestRetry(attempts int) time.Duration {
+	wait := reflectorBackoffInit
+	for i := 1; i < attempts && wait < reflectorBackoffMax; i++ {
+		wait *= 2
+	}
+	return 2*min(wait, reflectorBackoffMax) + refusalLatency
 }
 
 // forgetAbove is how many reflectors a WatchErrorLogger remembers before it
@@ -79,9 +112,32 @@ type watchErrorLog struct {
 
 // stretch is one reflector's trouble so far.
 type stretch struct {
+	// calls are the times of the reflector's errors in the last
+	// reflectorBackoffReset, this stretch's and the one before it.
+	calls []time.Time
+	// over is true once the server answered (a close, an expiry): the
+	// next error begins a stretch of its own.
+	over          bool
 	since, last   time.Time // the first and the latest error
 	humanSince    time.Time // the first of the errors in a row that need a human
 	logged, paged bool      // logged at Info, at Error
+}
+
+// recent returns s.calls of the last reflectorBackoffReset before now.
+func (s *stretch) recent(now time.Time) []time.Time {
+	return slices.DeleteFunc(s.calls, func(t time.Time) bool { return now.Sub(t) > reflectorBackoffReset })
+}
+
+// attempts counts the errors of s.calls in the reflectorBackoffReset up
+// to at: at most how many times the reflector's backoff has doubled.
+func (s *stretch) attempts(at time.Time) int {
+	n := 0
+	for _, t := range s.calls {
+		if !t.After(at) && at.Sub(t) <= reflectorBackoffReset {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *watchErrorLog) handle(_ context.Context, r *cache.Reflector, err error) {
@@ -97,8 +153,14 @@ func (l *watchErrorLog) handle(_ context.Context, r *cache.Reflector, err error)
 		// The server answered: a watch opened and closed, or a cursor
 		// expired. The trouble, if any, is over: the next error starts a
 		// stretch of its own.
+		// The reflector's backoff still counts it.
+		now := l.clock.Now()
 		l.mu.Lock()
-		delete(l.trouble, r)
+		var calls []time.Time
+		if s := l.trouble[r]; s != nil {
+			calls = s.recent(now)
+		}
+		l.trouble[r] = &stretch{since: now, last: now, calls: append(calls, now), over: true}
 		l.mu.Unlock()
 		log.V(1).Info("watch closed", "err", err)
 		return
@@ -106,7 +168,11 @@ func (l *watchErrorLog) handle(_ context.Context, r *cache.Reflector, err error)
 	now := l.clock.Now()
 	l.mu.Lock()
 	s := l.trouble[r]
-	if s == nil || now.Sub(s.last) >= l.quiet {
+	// A refusal that needs a human longer after the reflector's last
+	// error than its backoff waits (and the refusal takes) had the
+	// server answering in between (a list, a watch that stayed open): it
+	// begins trouble of its own.
+	if s == nil || s.over || now.Sub(s.last) >= l.quiet || class == ClassNeedsHuman && now.Sub(s.last) > longestRetry(s.attempts(s.last)) {
 		if s == nil && len(l.trouble) >= forgetAbove {
 			for k, t := range l.trouble {
 				if now.Sub(t.last) >= l.quiet {
@@ -114,10 +180,15 @@ func (l *watchErrorLog) handle(_ context.Context, r *cache.Reflector, err error)
 				}
 			}
 		}
-		s = &stretch{since: now}
+		var calls []time.Time
+		if s != nil {
+			calls = s.calls
+		}
+		s = &stretch{since: now, calls: calls}
 		l.trouble[r] = s
 	}
 	s.last = now
+	s.calls = append(s.recent(now), now)
 	if class != ClassNeedsHuman {
 		s.humanSince = time.Time{}
 	} else if s.humanSince.IsZero() {
@@ -128,10 +199,11 @@ func (l *watchErrorLog) handle(_ context.Context, r *cache.Reflector, err error)
 	s.paged = s.paged || page
 	s.logged = s.logged || info
 	lasted := now.Sub(s.since).Round(time.Second)
+	refused := now.Sub(s.humanSince).Round(time.Second)
 	l.mu.Unlock()
 	switch {
 	case page:
-		log.Error(err, "watch refused: a human must act", "for", lasted)
+		log.Error(err, "watch refused: a human must act", "for", refused)
 	case info:
 		log.Info("watch failing, retrying", "for", lasted, "err", err)
 	default:

@@ -40,6 +40,22 @@ func TestWatchErrorLogger(t *testing.T) {
 		}
 		return out
 	}
+	// slowest hands err at each attempt of a reflector whose backoff waits
+	// as long as its jitter allows (twice 800 ms, doubling, capped at
+	// twice 30 s), reset every two minutes, as client-go's does, until to.
+	slowest := func(err error, to time.Duration) []hand {
+		var out []hand
+		wait, reset := 800*time.Millisecond, time.Duration(0)
+		for at := time.Duration(0); at <= to; {
+			out = append(out, hand{at, 0, err})
+			if at-reset > 2*time.Minute {
+				wait, reset = 800*time.Millisecond, at
+			}
+			at += 2 * wait
+			wait = min(2*wait, 30*time.Second)
+		}
+		return out
+	}
 	tests := []struct {
 		name  string
 		hands []hand
@@ -59,6 +75,18 @@ func TestWatchErrorLogger(t *testing.T) {
 			hand{50 * time.Second, 0, io.EOF}), every(0, forbidden, 80*time.Second, 100*time.Second, 4*time.Second)...),
 			[]string{"error watch refused: a human must act *v1.ConfigMap Forbidden", "error watch refused: a human must act *v1.ConfigMap Forbidden"}},
 		{"denied for less than HumanGrace: nothing", every(0, forbidden, 0, 12*time.Second, 4*time.Second), nil},
+		{"denied for 9 s, healthy for 113 s (no close handed over), denied for an instant: nothing", append(every(0, forbidden, 0, 9*time.Second, 3*time.Second),
+			hand{122 * time.Second, 0, forbidden}), nil},
+		{"denied for 9 s, healthy for 113 s, denied for 20 s: once, for the second denial", append(every(0, forbidden, 0, 9*time.Second, 3*time.Second),
+			every(0, forbidden, 122*time.Second, 142*time.Second, 4*time.Second)...),
+			[]string{"error watch refused: a human must act *v1.ConfigMap Forbidden"}},
+		{"denied for 20 s, healthy for 113 s, denied for 20 s: once per denial", append(every(0, forbidden, 0, 20*time.Second, 4*time.Second),
+			every(0, forbidden, 133*time.Second, 153*time.Second, 4*time.Second)...),
+			[]string{"error watch refused: a human must act *v1.ConfigMap Forbidden", "error watch refused: a human must act *v1.ConfigMap Forbidden"}},
+		{"denied for ten minutes, each wait of the reflector's backoff jittered to its longest: once", slowest(forbidden, 10*time.Minute),
+			[]string{"error watch refused: a human must act *v1.ConfigMap Forbidden"}},
+		{"a watch closed, then denied for ten minutes at the slowest backoff: once", append([]hand{{0, 0, io.EOF}}, slowest(forbidden, 10*time.Minute)[1:]...),
+			[]string{"error watch refused: a human must act *v1.ConfigMap Forbidden"}},
 		{"refused, then denied: the denial's own grace counts from its first error", append(every(0, refused, 0, 20*time.Second, 4*time.Second),
 			every(0, forbidden, 24*time.Second, 36*time.Second, 4*time.Second)...),
 			[]string{"info watch failing, retrying *v1.ConfigMap Forbidden"}},

@@ -78,6 +78,15 @@ type Options struct {
 	// (github.com/watchgrade/watchgrade/examples/wgctrl/wgctrltest's
 	// Operator.Seed sets it). Nil: math/rand/v2's global source.
 	Seed *uint64
+	// Logger receives the lines of the Grader and its Owners and, through
+	// the watch error handler [Grader.ManagerOptions] installs, the
+	// reflectors' failures as they are graded. Defaults to
+	// controller-runtime's logger (sigs.k8s.io/controller-runtime/pkg/log.Log,
+	// what ctrl.SetLogger sets) named "watchgrade". A test gives its own
+	// to see which lines an operator logs at error level
+	// (github.com/watchgrade/watchgrade/examples/wgctrl/wgctrltest records
+	// them).
+	Logger logr.Logger
 }
 
 // Grader grades every informer of one manager's cache and keeps the
@@ -150,9 +159,13 @@ func New(opts Options) (*Grader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wgctrl: %w", err)
 	}
+	log := opts.Logger
+	if log.GetSink() == nil {
+		log = logf.Log.WithName("watchgrade")
+	}
 	return &Grader{
 		opts:       opts,
-		log:        logf.Log.WithName("watchgrade"),
+		log:        log,
 		metrics:    wm,
 		firstReady: fr,
 		clock:      clock.RealClock{},

@@ -219,7 +219,7 @@ type verdicts struct {
 	histories, failed                                                  int
 	falseWarnings, extraWarnings, missedWarnings, notConverged         int
 	unreconciledGeneration, firstSyncWrites, restartWrites, kstatusBad int
-	eventsWithoutWrite                                                 int
+	eventsWithoutWrite, errorLines, missedErrorLines                   int
 	writes, warnings, restarts, denials                                int
 }
 
@@ -357,11 +357,89 @@ func (h *history) judge(res *wgctrltest.Result, v *verdicts) []string {
 			}
 		}
 	}
+	// Error-level lines come only with trouble that needs a human: a
+	// denial (the watch error handler logs one at error level once it has
+	// gone on for HumanGrace), a line logged while it lasts.
+	for _, l := range lines {
+		if l.What != wgctrltest.RecordLog {
+			continue
+		}
+		during := false
+		for _, s := range h.denials() {
+			during = during || l.At >= s.from+human && l.At <= s.to+time.Second
+		}
+		if !during {
+			fail(&v.errorLines, "an error-level line at %s with no denial going on for %s: %s", l.At, human, l.Detail)
+		}
+	}
+	// A denial seen for 3 minutes or more (while the API server answers)
+	// is logged at error level, once its informers have retried past
+	// HumanGrace; an outage within it does not end it.
+	for _, s := range h.denials() {
+		seen := time.Duration(0)
+		for _, p := range h.served([]span{s}) {
+			seen += p.to - p.from
+		}
+		if seen < 3*time.Minute {
+			continue
+		}
+		if !slices.ContainsFunc(lines, func(l wgctrltest.Record) bool {
+			return l.What == wgctrltest.RecordLog && l.At >= s.from && l.At <= s.to+time.Second
+		}) {
+			fail(&v.missedErrorLines, "no error-level line for a denial from %s to %s", s.from, s.to)
+		}
+	}
 	for _, spans := range h.denied {
 		v.denials += len(spans)
 	}
-	_ = human
 	return broke
+}
+
+// denials returns the spans during which some scope was denied, those
+// that touch merged: a scope allowed and denied again at one instant (or
+// another denied as one is allowed) stays denied for the informers.
+func (h *history) denials() []span {
+	var all []span
+	for _, spans := range h.denied {
+		all = append(all, spans...)
+	}
+	slices.SortFunc(all, func(a, b span) int { return int(a.from - b.from) })
+	var merged []span
+	for _, s := range all {
+		if n := len(merged); n > 0 && s.from <= merged[n-1].to+time.Millisecond {
+			merged[n-1].to = max(merged[n-1].to, s.to)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	return merged
+}
+
+// served returns the parts of spans outside the outages: a denial is
+// seen only while the API server answers.
+func (h *history) served(spans []span) []span {
+	var out []span
+	for _, s := range spans {
+		parts := []span{s}
+		for _, o := range h.outages {
+			var next []span
+			for _, p := range parts {
+				if o.to <= p.from || o.from >= p.to {
+					next = append(next, p)
+					continue
+				}
+				if o.from > p.from {
+					next = append(next, span{p.from, o.from})
+				}
+				if o.to < p.to {
+					next = append(next, span{o.to, p.to})
+				}
+			}
+			parts = next
+		}
+		out = append(out, parts...)
+	}
+	return out
 }
 
 func boolInt(b bool) int {
@@ -422,8 +500,8 @@ func TestOperatorJudge(t *testing.T) {
 			}
 		}
 	}
-	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d (writes=%d warnings=%d restarts=%d denials=%d, %s)\n",
-		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite,
+	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d error_lines=%d missed_error_lines=%d (writes=%d warnings=%d restarts=%d denials=%d, %s)\n",
+		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite, v.errorLines, v.missedErrorLines,
 		v.writes, v.warnings, v.restarts, v.denials, time.Since(began).Round(time.Second))
 	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d\n",
 		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["replace"], worlds["conflicts"], worlds["update"])

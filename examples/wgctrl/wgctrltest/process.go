@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
@@ -31,6 +33,9 @@ type process struct {
 
 	ctx   context.Context
 	grade *wgctrl.Grader
+	// watchErrors is each informer's watch error handler, as the cache
+	// sets it from manager.Options.Cache.DefaultWatchErrorHandler.
+	watchErrors toolscache.WatchErrorHandlerWithContext
 
 	mu sync.Mutex
 	// made holds the watched kinds' informers made so far, by stream name
@@ -59,14 +64,21 @@ func (w *world) start() (*process, error) {
 		seed := w.op.Seed + uint64(w.processes)*0x9e3779b97f4a7c15
 		opts.Seed = &seed
 	}
+	// Error-level lines are recorded (RecordLog), then logged where the
+	// Options said.
+	sink := &errorLines{res: w.result, next: opts.Logger.GetSink()}
+	opts.Logger = logr.New(sink)
 	w.processes++
 	grade, err := wgctrl.New(opts)
 	if err != nil {
 		return nil, err
 	}
+	// The reflectors' failures are logged as the manager's cache logs
+	// them: through the watch error handler ManagerOptions sets.
+	watchErrors := grade.ManagerOptions(manager.Options{Scheme: w.op.Scheme}).Cache.DefaultWatchErrorHandler
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &process{cancel: cancel, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()),
-		ctx: ctx, grade: grade, made: map[string]toolscache.SharedIndexInformer{}, ready: make(chan struct{}),
+		ctx: ctx, grade: grade, watchErrors: watchErrors, made: map[string]toolscache.SharedIndexInformer{}, ready: make(chan struct{}),
 		stopOf: map[string]context.CancelFunc{}, replaced: make(chan struct{})}
 	if len(w.order) == 0 {
 		close(p.ready)
@@ -154,6 +166,9 @@ func (p *process) informer(w *world, name, namespace string) toolscache.SharedIn
 		return inf
 	}
 	inf := p.grade.NewInformerInNamespace(namespace, w.servers[key], w.objs[name].DeepCopyObject(), 0, toolscache.Indexers{})
+	if err := inf.SetWatchErrorHandlerWithContext(p.watchErrors); err != nil {
+		panic(fmt.Sprintf("wgctrltest: %v", err)) // only once the informer runs
+	}
 	p.made[key] = inf
 	ctx, stop := context.WithCancel(p.ctx)
 	p.stops = append(p.stops, stop)
@@ -199,6 +214,8 @@ func (p *process) work(ctx context.Context, w *world, r reconcile.Reconciler) {
 		res, err := r.Reconcile(ctx, req)
 		switch {
 		case err != nil:
+			// controller-runtime logs each at error level.
+			w.result.logError(req.NamespacedName, "Reconciler error: "+err.Error())
 			p.queue.AddRateLimited(req)
 		case res.RequeueAfter > 0:
 			p.queue.Forget(req)

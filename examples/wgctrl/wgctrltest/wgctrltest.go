@@ -67,6 +67,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -343,7 +344,8 @@ type Result struct {
 type Record struct {
 	// At is the virtual time since the run began.
 	At time.Duration
-	// What is RecordStep, RecordReconcile, RecordWrite or RecordEvent.
+	// What is RecordStep, RecordReconcile, RecordWrite, RecordEvent,
+	// RecordLog or RecordProbe.
 	What RecordKind
 	// Owner is the owner reconciled, written or whose Event it is; zero
 	// for a step.
@@ -366,6 +368,11 @@ const (
 	RecordReconcile RecordKind = "reconcile"
 	RecordWrite     RecordKind = "write"
 	RecordEvent     RecordKind = "event"
+	// RecordLog is a line logged at error level by the Grader, its Owners
+	// or the reflectors' watch error handler (Detail: "NAME: MESSAGE:
+	// ERROR KEY=VALUE..."), or a Reconcile's error, which
+	// controller-runtime logs at error level ("Reconciler error: ...").
+	RecordLog RecordKind = "log"
 )
 
 func (r Record) String() string {
@@ -457,6 +464,29 @@ func (r *Result) Events(key types.NamespacedName) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.events[key])
+}
+
+// ErrorLogs returns the lines logged at error level during the run, in
+// order (see [RecordLog]): an operator whose users are promised that an
+// error-level line means a human must act logs none for a restart, an
+// outage or a 410 storm.
+func (r *Result) ErrorLogs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var lines []string
+	for _, l := range r.lines {
+		if l.What == RecordLog {
+			lines = append(lines, l.Detail)
+		}
+	}
+	return lines
+}
+
+// logError records an error-level line, about owner if it is not zero.
+func (r *Result) logError(owner types.NamespacedName, line string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recordLocked(RecordLog, owner, 0, line)
 }
 
 // Warnings counts the Warning Events recorded for the owner key.
@@ -564,7 +594,10 @@ func newWorld(op Operator) (*world, error) {
 		}
 	}
 	status := op.Owner.DeepCopyObject().(client.Object)
-	w.client = fake.NewClientBuilder().WithScheme(op.Scheme).WithObjects(op.Objects...).WithStatusSubresource(status).
+	// The API server serves every kind of the scheme, as the manager's
+	// RESTMapper finds them (the fake client's own knows none).
+	w.client = fake.NewClientBuilder().WithScheme(op.Scheme).WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(op.Scheme)).
+		WithObjects(op.Objects...).WithStatusSubresource(status).
 		WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: w.statusUpdate}).Build()
 	w.result.client = w.client
 	namespaces := op.Namespaces
