@@ -204,7 +204,8 @@ judge-race:
 # missed Warnings, convergence, observedGeneration never ahead of a
 # Reconcile, a first sync of one write, a restart that changed nothing
 # writing nothing, kstatus, error-level lines only during denials and one
-# for each denial seen for 3 minutes. About a minute for 1,000. Then 20 seeds
+# for each denial seen for 3 minutes, the probe ready exactly when every
+# informer the controller needs has synced. About a minute for 1,000. Then 20 seeds
 # played twice ("operator: replay seeds=20 identical=K"; see
 # TestOperatorJudgeReplay). examples-unit runs the first 100 under the
 # race detector.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -356,7 +357,23 @@ func (g *Grader) newInformerIn(build func(toolscache.ListerWatcher, runtime.Obje
 		g.log.Error(err, "informer is not graded", "stream", name)
 		return build(lw, obj, resync, indexers)
 	}
-	return &stoppingInformer{SharedIndexInformer: build(ilw, obj, resync, indexers), stopped: func() { g.informerStopped(observer, name, i) }}
+	inf := build(ilw, obj, resync, indexers)
+	g.mu.Lock()
+	g.streams[name][i].synced = inf.HasSynced
+	g.mu.Unlock()
+	return &stoppingInformer{SharedIndexInformer: inf,
+		stopping: func() { g.informerStopping(name, i) },
+		stopped:  func() { g.informerStopped(observer, name, i) }}
+}
+
+// informerStopping records that the i-th informer named name was told to
+// stop (its context ended: the cache's RemoveInformer, or the manager
+// stopping): ReadyzCheck no longer waits for it, though its Run may take
+// up to a minute to return (a reflector sleeps out its backoff first).
+func (g *Grader) informerStopping(name string, i int) {
+	g.mu.Lock()
+	g.streams[name][i].stopped = true
+	g.mu.Unlock()
 }
 
 // informer is what the Grader keeps of an informer of the cache.
@@ -376,6 +393,12 @@ type informer struct {
 	// obj is the object the cache made it for: its representation of the
 	// kind (typed, unstructured or metadata-only).
 	obj runtime.Object
+	// synced is the informer's HasSynced (nil for one not graded);
+	// stopped is true once it was told to stop (its Run's context ended)
+	// or its Run returned. ReadyzCheck waits for each informer not
+	// stopped until it has synced.
+	synced  func() bool
+	stopped bool
 }
 
 // missingNamespaces returns the namespaces of namespaces in which the
@@ -461,33 +484,103 @@ func (g *Grader) dependencies(name string, namespaces []string) []string {
 // stopping).
 type stoppingInformer struct {
 	toolscache.SharedIndexInformer
-	stopped func()
+	stopping, stopped func()
 }
 
 func (i *stoppingInformer) Run(stop <-chan struct{}) {
 	defer i.stopped()
+	defer i.whenStopping(stop)()
 	i.SharedIndexInformer.Run(stop)
 }
 
 func (i *stoppingInformer) RunWithContext(ctx context.Context) {
 	defer i.stopped()
+	defer i.whenStopping(ctx.Done())()
 	i.SharedIndexInformer.RunWithContext(ctx)
+}
+
+// whenStopping calls i.stopping once stop is closed, if it is before the
+// function it returns is called (when Run returns).
+func (i *stoppingInformer) whenStopping(stop <-chan struct{}) func() {
+	returned := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-stop:
+			i.stopping()
+		case <-returned:
+		}
+	}()
+	return func() {
+		close(returned)
+		<-done
+	}
 }
 
 // ReadyzCheck is a healthz.Checker for the manager's readiness probe,
 // mgr.AddReadyzCheck("watches", grade.ReadyzCheck): it fails while an
-// informer of the cache has never synced, or, for each [Grader.Owner],
-// the informer of its kind or of a kind it watches does not exist yet
-// (before the manager has made it: the probe does not pass before
-// anything is known), and passes once each has synced, for good
-// ([wgwatch.SyncCheck]). A pod that is not ready is taken out of its
-// Services' endpoints, webhooks included, which is right while its caches
-// are empty and wrong afterwards, when a denied or failing watch is what
-// the owners' Stalled conditions report. An informer that stopped (the
-// cache's RemoveInformer) is not waited for. Do not use it as the liveness
+// informer of the cache has never synced (client-go's HasSynced: its
+// first list is in the cache), each namespace's informer of a cache
+// restricted to namespaces counting on its own, or, for each
+// [Grader.Owner], the informer of its kind or of a kind it watches does
+// not exist yet (before the manager has made it: the probe does not pass
+// before anything is known), and passes once each has synced, for good
+// ([wgwatch.SyncCheck]); an informer made later (a namespace, or a kind's
+// informer made again) is waited for in turn. A pod that is not ready is
+// taken out of its Services' endpoints, webhooks included, which is right
+// while its caches are empty and wrong afterwards, when a denied or
+// failing watch is what the owners' Stalled conditions report. An
+// informer told to stop (the cache's RemoveInformer) is not waited for,
+// though its Run may return a minute later. Do not use it as the liveness
 // probe: a restart never fixes RBAC or a missing CRD. A kind whose CRD is
 // not installed has no informer, so it does not hold the probe back.
 func (g *Grader) ReadyzCheck(req *http.Request) error {
+	// Each informer the cache runs, as client-go's HasSynced says (its
+	// first list is in the cache), not as its stream's phase does: a
+	// stream is Streaming once its watch has stayed open for
+	// ShortSession, a second later.
+	var waiting []string
+	g.mu.Lock()
+	names := make([]string, 0, len(g.streams))
+	for name := range g.streams {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var streamed []string
+	for _, name := range names {
+		running, synced := 0, 0
+		for _, inf := range g.streams[name] {
+			if inf.stopped || inf.synced == nil {
+				continue
+			}
+			running++
+			if inf.synced() {
+				synced++
+				continue
+			}
+			w := name
+			if inf.namespace != "" {
+				w = namespacedStream(inf.namespace, name)
+			}
+			if !slices.Contains(waiting, w) {
+				waiting = append(waiting, w)
+			}
+		}
+		if running > 0 && synced == running {
+			streamed = append(streamed, name)
+		}
+	}
+	g.mu.Unlock()
+	// A kind whose informers have all synced is no longer waited for
+	// (SyncCheck keeps that for good: an informer made later is waited
+	// for above).
+	for _, name := range streamed {
+		g.synced.StateChanged(wgwatch.State{Stream: name, Phase: wgwatch.PhaseStreaming})
+	}
+	if len(waiting) > 0 {
+		return fmt.Errorf("wgctrl: %w: the informers of %s have not synced", wgwatch.ErrNotSynced, strings.Join(waiting, ", "))
+	}
 	if err := g.synced.Check(req); err != nil {
 		return fmt.Errorf("wgctrl: %w", err)
 	}
@@ -661,6 +754,7 @@ func (g *Grader) informerStopped(observer wgwatch.Observer, name string, i int) 
 		infs[i].stall = infs[i].state
 	}
 	infs[i].state = wgwatch.State{}
+	infs[i].stopped = true // if its context did not end
 	running := slices.ContainsFunc(infs, func(inf informer) bool { return inf.state.Phase != "" })
 	g.mu.Unlock()
 	if !running {

@@ -153,19 +153,19 @@ func (g *Grader) Owner(mgr manager.Manager, owner client.Object, deps ...client.
 	if err := mgr.Add(o); err != nil {
 		return nil, fmt.Errorf("wgctrl: %w", err)
 	}
-	// The probe waits for the informers the manager will run: the owner
-	// kind's and the watched kinds', each until it has synced once or is
-	// found not served (Start).
+	// The probe waits for the owner kind's informer too, which the
+	// manager's cache makes through the Grader's hook (NewOwner expects
+	// the watched kinds').
 	if name, err := g.streamName(owner); err == nil {
 		g.synced.Expect(name)
 	}
-	g.synced.Expect(o.Streams()...)
 	return o, nil
 }
 
 // NewOwner is [Grader.Owner] without a manager: the Owner is not started
-// (run Start yourself if you need the standby writer). Unit tests use it with
-// a fake client.
+// (run Start yourself if you need the standby writer), and the probe
+// waits for the watched kinds' informers but not for the owner kind's.
+// Unit tests use it with a fake client.
 func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.Object) (*Owner, error) {
 	if cfg.Client == nil || cfg.Recorder == nil {
 		return nil, errors.New("wgctrl: OwnerConfig needs a Client and a Recorder")
@@ -236,6 +236,10 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 	g.mu.Lock()
 	g.owners = append(g.owners, o)
 	g.mu.Unlock()
+	// The probe waits for the watched kinds' informers, each until it has
+	// synced once or is found not served (Start): it does not pass
+	// before anything is known.
+	g.synced.Expect(o.Streams()...)
 	return o, nil
 }
 

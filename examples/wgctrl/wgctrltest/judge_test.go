@@ -219,7 +219,7 @@ type verdicts struct {
 	histories, failed                                                  int
 	falseWarnings, extraWarnings, missedWarnings, notConverged         int
 	unreconciledGeneration, firstSyncWrites, restartWrites, kstatusBad int
-	eventsWithoutWrite, errorLines, missedErrorLines                   int
+	eventsWithoutWrite, errorLines, missedErrorLines, probeWrong       int
 	writes, warnings, restarts, denials                                int
 }
 
@@ -372,6 +372,21 @@ func (h *history) judge(res *wgctrltest.Result, v *verdicts) []string {
 			fail(&v.errorLines, "an error-level line at %s with no denial going on for %s: %s", l.At, human, l.Detail)
 		}
 	}
+	// The probe is ready exactly when every informer the controller needs
+	// exists and has synced.
+	for _, l := range lines {
+		if l.What != wgctrltest.RecordProbe {
+			continue
+		}
+		var n, m int
+		if i := strings.LastIndex(l.Detail, "informers synced "); i < 0 {
+			fail(&v.probeWrong, "a probe record %q", l.Detail)
+		} else if _, err := fmt.Sscanf(l.Detail[i:], "informers synced %d/%d", &n, &m); err != nil {
+			fail(&v.probeWrong, "a probe record %q: %v", l.Detail, err)
+		} else if ready := strings.HasPrefix(l.Detail, "ready"); ready != (n == m) {
+			fail(&v.probeWrong, "the probe at %s: %s", l.At, l.Detail)
+		}
+	}
 	// A denial seen for 3 minutes or more (while the API server answers)
 	// is logged at error level, once its informers have retried past
 	// HumanGrace; an outage within it does not end it.
@@ -500,8 +515,8 @@ func TestOperatorJudge(t *testing.T) {
 			}
 		}
 	}
-	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d error_lines=%d missed_error_lines=%d (writes=%d warnings=%d restarts=%d denials=%d, %s)\n",
-		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite, v.errorLines, v.missedErrorLines,
+	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d error_lines=%d missed_error_lines=%d probe_wrong=%d (writes=%d warnings=%d restarts=%d denials=%d, %s)\n",
+		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite, v.errorLines, v.missedErrorLines, v.probeWrong,
 		v.writes, v.warnings, v.restarts, v.denials, time.Since(began).Round(time.Second))
 	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d\n",
 		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["replace"], worlds["conflicts"], worlds["update"])

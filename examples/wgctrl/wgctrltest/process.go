@@ -239,6 +239,15 @@ func (w *world) reconciling(key types.NamespacedName) {
 	w.result.mu.Unlock()
 }
 
+// synced reports whether the informer of made's key exists and has
+// synced.
+func (p *process) synced(key string) bool {
+	p.mu.Lock()
+	inf, ok := p.made[key]
+	p.mu.Unlock()
+	return ok && inf.HasSynced()
+}
+
 // enqueue hands key to the controller.
 func (p *process) enqueue(key types.NamespacedName) {
 	p.queue.Add(reconcile.Request{NamespacedName: key})

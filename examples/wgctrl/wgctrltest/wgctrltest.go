@@ -44,13 +44,22 @@
 //     controller-runtime's default backoff or as the Result asks.
 //   - Events are recorded per owner ("Warning Forbidden ..."), as
 //     client-go's events recorder would record them.
+//   - The readiness probe (Grader.ReadyzCheck) is looked at after each
+//     step and during each Wait, and recorded with how many of the
+//     informers the controller needs have synced ([RecordProbe]).
+//   - The informers' watch error handler is the one
+//     Grader.ManagerOptions gives the cache, and the lines logged at error
+//     level are recorded ([Result.ErrorLogs]), as are a Reconcile's
+//     errors, which controller-runtime logs at error level.
 //
 // How it differs from a real manager: the owner kind's informer is not
 // graded (the owners never go through a simulated server; the standby
 // writer sees them as they are when it starts); the servers' errors reach
 // the informers at once, where client-go's REST client would retry a
-// reset connection itself; controller-runtime's own log lines are not
-// produced, nor are the Grader's. Denying a kind cuts its open watches, as a Role removed shows
+// reset connection itself; of controller-runtime's own log lines only a
+// Reconcile's error is produced ([RecordLog], with the lines the Grader,
+// its Owners and the watch error handler log at error level; client-go's
+// own klog lines are not captured). Denying a kind cuts its open watches, as a Role removed shows
 // on a real server when the watches next reopen (within the API server's
 // watch timeout).
 package wgctrltest
@@ -137,7 +146,27 @@ func (s Step) String() string { return s.name }
 
 // Wait lets d of virtual time pass.
 func Wait(d time.Duration) Step {
-	return Step{name: "wait " + d.String(), do: func(*world) error { time.Sleep(d); return nil }}
+	return Step{name: "wait " + d.String(), do: func(w *world) error {
+		// The probe is looked at 10 ms, 100 ms, 1 s, 10 s and each minute
+		// into the wait (RecordProbe).
+		var slept time.Duration
+		for _, at := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second, 10 * time.Second, time.Minute} {
+			if at >= d {
+				break
+			}
+			time.Sleep(at - slept)
+			slept = at
+			synctest.Wait()
+			w.probe()
+		}
+		for ; slept+time.Minute < d; slept += time.Minute {
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			w.probe()
+		}
+		time.Sleep(d - slept)
+		return nil
+	}}
 }
 
 // Deny makes the API server deny kind's lists and watches in namespace
@@ -373,6 +402,14 @@ const (
 	// ERROR KEY=VALUE..."), or a Reconcile's error, which
 	// controller-runtime logs at error level ("Reconciler error: ...").
 	RecordLog RecordKind = "log"
+	// RecordProbe is the readiness probe (Grader.ReadyzCheck) as it
+	// answers, with how many of the informers the controller needs
+	// (every watched kind, in every namespace of the cache) exist and have
+	// synced (Detail: "ready; informers synced 2/2", "not ready: ERROR;
+	// informers synced 0/2"). It is recorded when either changes, as
+	// seen after each step and, during a Wait, 10 ms, 100 ms, 1 s, 10 s
+	// and each minute into it.
+	RecordProbe RecordKind = "probe"
 )
 
 func (r Record) String() string {
@@ -535,6 +572,7 @@ func Run(t *testing.T, op Operator, steps ...Step) *Result {
 			t.Fatalf("wgctrltest: %v", err)
 		}
 		synctest.Wait() // the process has made what it makes at once
+		w.probe()
 		for _, s := range steps {
 			res.mu.Lock()
 			res.recordLocked(RecordStep, types.NamespacedName{}, 0, s.name)
@@ -545,6 +583,7 @@ func Run(t *testing.T, op Operator, steps ...Step) *Result {
 				t.Fatalf("wgctrltest: step %q: %v", s, err)
 			}
 			synctest.Wait()
+			w.probe()
 		}
 		w.proc.stop()
 		w.stopping.Wait()
@@ -579,6 +618,36 @@ type world struct {
 
 	mu        sync.Mutex
 	conflicts int
+	// probed is the probe's last record (RecordProbe).
+	probed string
+}
+
+// probe records the current process's readiness probe and how many of
+// the informers the controller needs have synced, if either changed. It
+// is called from the bubble's own goroutine, with every other one
+// blocked.
+func (w *world) probe() {
+	needed, synced := 0, 0
+	for _, name := range w.order {
+		for _, ns := range w.kinds[name] {
+			needed++
+			if w.proc.synced(name + "/" + ns) {
+				synced++
+			}
+		}
+	}
+	d := "ready"
+	if err := w.proc.grade.ReadyzCheck(nil); err != nil {
+		d = "not ready: " + err.Error()
+	}
+	d += fmt.Sprintf("; informers synced %d/%d", synced, needed)
+	if d == w.probed {
+		return
+	}
+	w.probed = d
+	w.result.mu.Lock()
+	w.result.recordLocked(RecordProbe, types.NamespacedName{}, 0, d)
+	w.result.mu.Unlock()
 }
 
 func newWorld(op Operator) (*world, error) {
