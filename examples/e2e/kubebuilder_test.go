@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -777,15 +778,25 @@ func (m *manager) awaitLog(ctx context.Context, timeout time.Duration, s string)
 	}
 }
 
-// freeAddr returns a loopback host:port that nothing listens on.
+// freeAddr returns a loopback host:port that nothing listens on, below
+// Linux's ephemeral range (32768 on): a port the kernel handed out and
+// took back would soon be handed out again, to the in-process API
+// server, etcd or an outgoing connection (the probe's poller opens one
+// every 250 ms), before the manager listens on it ("bind: address
+// already in use", once in a few runs).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free loopback port between 20000 and 32000")
+	return ""
 }
 
 // readyz asks the manager's readiness probe (GET /readyz on the health

@@ -106,8 +106,9 @@ func generate(seed uint64) *history {
 	if r.IntN(3) > 0 {
 		add("wait", wgctrltest.Wait(time.Minute), time.Minute) // a first sync on healthy streams
 	}
+	alive := slices.Clone(h.owners) // not deleted
 	for range 3 + r.IntN(8) {
-		switch k := r.IntN(16); {
+		switch k := r.IntN(17); {
 		case k < 5:
 			d := time.Duration(5+r.IntN(40*60)) * time.Second
 			if r.IntN(2) == 0 {
@@ -162,8 +163,24 @@ func generate(seed uint64) *history {
 			add("replace", wgctrltest.ReplaceInformers(&corev1.ConfigMap{}), 0)
 		case k < 14:
 			add("conflicts", wgctrltest.StatusConflicts(1+r.IntN(4)), 0)
+		case k == 16:
+			// An owner deleted, at once or during its next reconcile.
+			if len(alive) == 0 {
+				continue
+			}
+			i := r.IntN(len(alive))
+			key := alive[i]
+			alive = slices.Delete(alive, i, i+1)
+			if r.IntN(2) == 0 {
+				add("delete", wgctrltest.Delete(key), 0)
+			} else {
+				add("delete during reconcile", wgctrltest.DeleteDuringReconcile(key), 0)
+			}
 		default:
-			key := h.owners[r.IntN(len(h.owners))]
+			if len(alive) == 0 {
+				continue
+			}
+			key := alive[r.IntN(len(alive))]
 			add("update", wgctrltest.Update(key, func(o client.Object) { o.SetGeneration(o.GetGeneration() + 1) }), 0)
 		}
 	}
@@ -220,6 +237,7 @@ type verdicts struct {
 	falseWarnings, extraWarnings, missedWarnings, notConverged         int
 	unreconciledGeneration, firstSyncWrites, restartWrites, kstatusBad int
 	eventsWithoutWrite, errorLines, missedErrorLines, probeWrong       int
+	afterDeletion, deletions                                           int
 	writes, warnings, restarts, denials                                int
 }
 
@@ -240,6 +258,31 @@ func (h *history) judge(res *wgctrltest.Result, v *verdicts) []string {
 		conds, observed, generation := res.Status(k)
 		v.writes += res.StatusWrites(k)
 		v.warnings += res.Warnings(k)
+		// A deleted owner: nothing written or recorded for it after its
+		// deletion, and reconciled at most twice more (the deletion's own
+		// request, and one queued before it), not requeued for the life
+		// of the process.
+		deletedAt := time.Duration(-1)
+		reconciledAfter := 0
+		for _, l := range lines {
+			switch {
+			case l.Owner != k:
+			case l.What == wgctrltest.RecordDelete:
+				deletedAt = l.At
+				v.deletions++
+			case deletedAt < 0:
+			case l.What == wgctrltest.RecordReconcile:
+				reconciledAfter++
+			case l.What == wgctrltest.RecordWrite || l.What == wgctrltest.RecordEvent:
+				fail(&v.afterDeletion, "%s: %s %s at %s, after its deletion at %s", k, l.What, l.Detail, l.At, deletedAt)
+			}
+		}
+		if reconciledAfter > 2 {
+			fail(&v.afterDeletion, "%s: reconciled %d times after its deletion at %s", k, reconciledAfter, deletedAt)
+		}
+		if deletedAt >= 0 {
+			continue
+		}
 		if s := status(conds); s != "Ready=True/Established" || observed != generation {
 			fail(&v.notConverged, "%s did not converge: %s observedGeneration=%d generation=%d", k, s, observed, generation)
 		}
@@ -252,7 +295,13 @@ func (h *history) judge(res *wgctrltest.Result, v *verdicts) []string {
 			}
 			for _, s := range spans {
 				episodes++
-				if s.to-s.from >= 3*time.Minute {
+				// Seen for 3 minutes while the API server answers (an
+				// outage hides a denial).
+				seen := time.Duration(0)
+				for _, p := range h.served([]span{s}) {
+					seen += p.to - p.from
+				}
+				if seen >= 3*time.Minute {
 					long++
 				}
 			}
@@ -515,11 +564,12 @@ func TestOperatorJudge(t *testing.T) {
 			}
 		}
 	}
-	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d error_lines=%d missed_error_lines=%d probe_wrong=%d (writes=%d warnings=%d restarts=%d denials=%d, %s)\n",
-		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite, v.errorLines, v.missedErrorLines, v.probeWrong,
-		v.writes, v.warnings, v.restarts, v.denials, time.Since(began).Round(time.Second))
-	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d\n",
-		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["replace"], worlds["conflicts"], worlds["update"])
+	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d error_lines=%d missed_error_lines=%d probe_wrong=%d after_deletion=%d (writes=%d warnings=%d restarts=%d denials=%d deleted=%d, %s)\n",
+		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite, v.errorLines, v.missedErrorLines, v.probeWrong, v.afterDeletion,
+		v.writes, v.warnings, v.restarts, v.denials, v.deletions, time.Since(began).Round(time.Second))
+	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d\n",
+		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["replace"], worlds["conflicts"], worlds["update"],
+		worlds["delete"], worlds["delete during reconcile"])
 }
 
 // canonical orders a timeline's records of one instant by owner, then as

@@ -50,6 +50,8 @@ type process struct {
 	replaced chan struct{}
 	done     int
 	ready    chan struct{}
+	// ownerHandlers are the handlers added to the owner kind's informer.
+	ownerHandlers []toolscache.ResourceEventHandler
 }
 
 // start starts a process of the operator.
@@ -231,7 +233,7 @@ func (p *process) work(ctx context.Context, w *world, r reconcile.Reconciler) {
 // generation as it is.
 func (w *world) reconciling(key types.NamespacedName) {
 	var generation int64
-	if obj, err := w.newOwner(); err == nil && w.client.Get(context.Background(), key, obj) == nil {
+	if obj, err := w.newOwner(); err == nil && w.server.Get(context.Background(), key, obj) == nil {
 		generation = obj.GetGeneration()
 	}
 	w.result.mu.Lock()
@@ -320,7 +322,7 @@ func (i informers) GetInformer(_ context.Context, obj client.Object, _ ...cache.
 		return nil, err
 	}
 	if gvk == i.w.ownerGVK {
-		return &informer{objs: i.w.owners()}, nil
+		return &informer{objs: i.w.owners(), p: i.p}, nil
 	}
 	name := wgctrl.StreamName(gvk)
 	for _, ns := range i.w.kinds[name] {
@@ -329,17 +331,36 @@ func (i informers) GetInformer(_ context.Context, obj client.Object, _ ...cache.
 	return &informer{}, nil
 }
 
-// informer delivers objs to each handler added.
+// informer delivers objs to each handler added and, for the owner kind's,
+// the deletions (process.deleted).
 type informer struct {
 	cache.Informer
 	objs []client.Object
+	p    *process // nil for a watched kind's
 }
 
 func (i *informer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
 	for _, o := range i.objs {
 		h.OnAdd(o, true)
 	}
+	if i.p != nil {
+		i.p.mu.Lock()
+		i.p.ownerHandlers = append(i.p.ownerHandlers, h)
+		i.p.mu.Unlock()
+	}
 	return nil, nil
+}
+
+// deleted hands an owner's deletion to the owner kind's handlers, then to
+// the controller (its For watch queues the owner).
+func (p *process) deleted(obj client.Object) {
+	p.mu.Lock()
+	handlers := slices.Clone(p.ownerHandlers)
+	p.mu.Unlock()
+	for _, h := range handlers {
+		h.OnDelete(obj)
+	}
+	p.enqueue(client.ObjectKeyFromObject(obj))
 }
 
 // recorder records each Event for its owner, as "TYPE REASON NOTE".

@@ -267,7 +267,9 @@ func Restart() Step {
 		if err != nil {
 			return err
 		}
+		w.mu.Lock()
 		w.proc = p
+		w.mu.Unlock()
 		return nil
 	}}
 }
@@ -311,16 +313,83 @@ func Update(key types.NamespacedName, change func(client.Object)) Step {
 		if err != nil {
 			return err
 		}
-		if err := w.client.Get(context.Background(), key, obj); err != nil {
+		if err := w.server.Get(context.Background(), key, obj); err != nil {
 			return err
 		}
 		change(obj)
-		if err := w.client.Update(context.Background(), obj); err != nil {
+		if err := w.server.Update(context.Background(), obj); err != nil {
 			return err
 		}
 		w.proc.enqueue(key)
 		return nil
 	}}
+}
+
+// Delete deletes the owner key, as kubectl delete does (it has no
+// finalizers): the owner kind's informer hands the deletion to the Owner
+// and the controller.
+func Delete(key types.NamespacedName) Step {
+	return Step{name: "delete " + key.String(), do: func(w *world) error { return w.delete(key) }}
+}
+
+// DeleteDuringReconcile deletes the owner key just after the operator's
+// client next reads it, so that a Reconcile begun on it finds it gone when
+// it writes (NotFound), as an owner deleted during a reconcile does; it
+// hands key to the controller, so that the read comes soon.
+func DeleteDuringReconcile(key types.NamespacedName) Step {
+	return Step{name: "delete " + key.String() + " during its next reconcile", do: func(w *world) error {
+		obj, err := w.newOwner()
+		if err != nil {
+			return err
+		}
+		if err := w.server.Get(context.Background(), key, obj); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		w.deleteOnGet[key] = true
+		w.mu.Unlock()
+		w.proc.enqueue(key)
+		return nil
+	}}
+}
+
+// get is the operator's client's Get: an owner DeleteDuringReconcile
+// armed is deleted once read.
+func (w *world) get(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	armed := w.deleteOnGet[key]
+	delete(w.deleteOnGet, key)
+	w.mu.Unlock()
+	if armed {
+		return w.delete(key)
+	}
+	return nil
+}
+
+// delete deletes the owner key and hands the deletion to the current
+// process: its owner informer's handlers, then its controller.
+func (w *world) delete(key types.NamespacedName) error {
+	obj, err := w.newOwner()
+	if err != nil {
+		return err
+	}
+	if err := w.server.Get(context.Background(), key, obj); err != nil {
+		return err
+	}
+	if err := w.server.Delete(context.Background(), obj); err != nil {
+		return err
+	}
+	w.result.mu.Lock()
+	w.result.recordLocked(RecordDelete, key, 0, "")
+	w.result.mu.Unlock()
+	w.mu.Lock()
+	p := w.proc
+	w.mu.Unlock()
+	p.deleted(obj)
+	return nil
 }
 
 func serverStep(verb string, kind client.Object, namespace string, do func(*watchtest.Server)) Step {
@@ -374,7 +443,7 @@ type Record struct {
 	// At is the virtual time since the run began.
 	At time.Duration
 	// What is RecordStep, RecordReconcile, RecordWrite, RecordEvent,
-	// RecordLog or RecordProbe.
+	// RecordLog, RecordProbe or RecordDelete.
 	What RecordKind
 	// Owner is the owner reconciled, written or whose Event it is; zero
 	// for a step.
@@ -410,6 +479,8 @@ const (
 	// seen after each step and, during a Wait, 10 ms, 100 ms, 1 s, 10 s
 	// and each minute into it.
 	RecordProbe RecordKind = "probe"
+	// RecordDelete is an owner deleted (Delete, DeleteDuringReconcile).
+	RecordDelete RecordKind = "delete"
 )
 
 func (r Record) String() string {
@@ -595,8 +666,10 @@ func Run(t *testing.T, op Operator, steps ...Step) *Result {
 type world struct {
 	op       Operator
 	ownerGVK schema.GroupVersionKind
-	client   client.WithWatch
-	result   *Result
+	// client is the operator's; server holds the objects, read by the
+	// run itself.
+	client, server client.WithWatch
+	result         *Result
 	// servers serve each watched kind, per namespace ("" without
 	// Operator.Namespaces), by stream name then namespace.
 	servers map[string]*watchtest.Server
@@ -618,6 +691,9 @@ type world struct {
 
 	mu        sync.Mutex
 	conflicts int
+	// deleteOnGet holds the owners DeleteDuringReconcile deletes as the
+	// operator next reads them.
+	deleteOnGet map[types.NamespacedName]bool
 	// probed is the probe's last record (RecordProbe).
 	probed string
 }
@@ -655,7 +731,8 @@ func newWorld(op Operator) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &world{op: op, ownerGVK: ownerGVK, servers: map[string]*watchtest.Server{}, kinds: map[string][]string{}, objs: map[string]runtime.Object{}}
+	w := &world{op: op, ownerGVK: ownerGVK, servers: map[string]*watchtest.Server{}, kinds: map[string][]string{}, objs: map[string]runtime.Object{},
+		deleteOnGet: map[types.NamespacedName]bool{}}
 	w.result = &Result{owner: ownerGVK, events: map[types.NamespacedName][]string{}, writes: map[types.NamespacedName]int{}}
 	for _, obj := range op.Objects {
 		if gvk, err := apiutil.GVKForObject(obj, op.Scheme); err == nil && gvk == ownerGVK {
@@ -665,10 +742,12 @@ func newWorld(op Operator) (*world, error) {
 	status := op.Owner.DeepCopyObject().(client.Object)
 	// The API server serves every kind of the scheme, as the manager's
 	// RESTMapper finds them (the fake client's own knows none).
-	w.client = fake.NewClientBuilder().WithScheme(op.Scheme).WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(op.Scheme)).
-		WithObjects(op.Objects...).WithStatusSubresource(status).
-		WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: w.statusUpdate}).Build()
-	w.result.client = w.client
+	// The operator's client conflicts and deletes as the steps ask; the
+	// run's own reads (the records, Result) go around it.
+	w.server = fake.NewClientBuilder().WithScheme(op.Scheme).WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(op.Scheme)).
+		WithObjects(op.Objects...).WithStatusSubresource(status).Build()
+	w.client = interceptor.NewClient(w.server, interceptor.Funcs{SubResourceUpdate: w.statusUpdate, Get: w.get})
+	w.result.client = w.server
 	namespaces := op.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{""}
@@ -789,7 +868,7 @@ func (w *world) owners() []client.Object {
 	var owners []client.Object
 	for _, key := range w.ownerKeys {
 		obj, err := w.newOwner()
-		if err != nil || w.client.Get(context.Background(), key, obj) != nil {
+		if err != nil || w.server.Get(context.Background(), key, obj) != nil {
 			continue
 		}
 		owners = append(owners, obj)

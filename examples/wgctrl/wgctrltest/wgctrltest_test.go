@@ -1,6 +1,8 @@
 package wgctrltest_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +105,12 @@ func TestGuestbookThroughFaults(t *testing.T) {
 		want:  map[types.NamespacedName]want{a: {"Ready=True/Established", 4, 4, 1}},
 		slack: 1,
 	}, {
+		// Deleted between Reconcile's read and its status write: the
+		// NotFound is routine, nothing more is written, nothing logged.
+		name:  "an owner deleted during its reconcile",
+		steps: []wgctrltest.Step{wgctrltest.Wait(time.Minute), wgctrltest.DeleteDuringReconcile(a), wgctrltest.Wait(time.Minute)},
+		want:  map[types.NamespacedName]want{a: {"", 1, 1, 0}},
+	}, {
 		name:  "status writes that conflict",
 		steps: []wgctrltest.Step{wgctrltest.StatusConflicts(3), wgctrltest.Wait(time.Minute)},
 		want:  map[types.NamespacedName]want{a: {"Ready=True/Established", 1, 1, 0}},
@@ -121,6 +129,13 @@ func TestGuestbookThroughFaults(t *testing.T) {
 				}
 				if got != w {
 					t.Errorf("%s: got %+v, want %+v; Events %q", key, got, w, res.Events(key))
+				}
+			}
+			// An error-level line means a human must act: none without a
+			// denial.
+			if !slices.ContainsFunc(tc.steps, func(s wgctrltest.Step) bool { return strings.HasPrefix(s.String(), "deny ") }) {
+				if lines := res.ErrorLogs(); len(lines) > 0 {
+					t.Errorf("error-level lines with no denial: %q", lines)
 				}
 			}
 		})
