@@ -201,13 +201,14 @@ judge-race:
 # 410 storms, controller restarts, informers removed and made again,
 # status conflicts, spec changes, owners deleted (some between a
 # Reconcile's read and its write), a 10-minute ProgressDeadline, caches
-# that make a kind's informers in either order; each checked for false, extra and
+# that make a kind's informers in either order, controllers that watch the
+# kind metadata-only or not at all; each checked for false, extra and
 # missed Warnings, convergence, observedGeneration never ahead of a
 # Reconcile, a first sync of one write, a restart that changed nothing
 # writing nothing, kstatus, error-level lines only during denials and one
 # for each denial seen for 3 minutes, the probe ready exactly when every
 # informer the controller needs has synced, nothing written for an owner
-# once deleted. About a minute for 1,000. Then 20 seeds
+# once deleted, no second informer of a kind. About a minute for 1,000. Then 20 seeds
 # played twice ("operator: replay seeds=20 identical=K"; see
 # TestOperatorJudgeReplay). examples-unit runs the first 100 under the
 # race detector.

@@ -389,6 +389,25 @@ func (a *Accumulator) Apply(key types.NamespacedName, conditions *[]metav1.Condi
 	return changed
 }
 
+// Observes reports whether conditions hold the trio for generation: a
+// Ready condition whose observedGeneration is generation. A writer that
+// records status.observedGeneration beside the trio writes it only over
+// conditions that observe it: after a change of generation, an owner whose
+// persisted stall on streams stands over a restart until they show
+// evidence keeps its conditions for the generation they observed, and
+// status.observedGeneration written alone would have kstatus read the
+// stall as the new generation's (Failed, not in progress). Skip the write
+// when Apply changed nothing and status.observedGeneration is generation
+// or the conditions do not observe it:
+//
+//	if !changed && (observed == generation || !readiness.Observes(after, generation)) {
+//		return nil // nothing to write
+//	}
+func Observes(conditions []metav1.Condition, generation int64) bool {
+	r := meta.FindStatusCondition(conditions, ConditionReady)
+	return r != nil && r.ObservedGeneration == generation
+}
+
 // HasTrio reports whether conditions hold Ready, Reconciling or Stalled.
 // A writer that records status.observedGeneration beside the trio writes
 // it only over conditions that have one: kstatus reads a status whose

@@ -112,9 +112,9 @@
 // [Accumulator.Apply] changes nothing, byte for byte,
 // [Options.StreamsCondition] included, so a reconcile writes no status and
 // records no Event. The rule, exactly: the conditions must be for the
-// generation passed to Apply (a new generation is never held: the
-// controller has work to do), and then the persisted trio decides
-// ([Rollup]'s restart table):
+// generation passed to Apply (a new generation is not held: the
+// controller has work to do; but for a stall on streams alone, below),
+// and then the persisted trio decides ([Rollup]'s restart table):
 //
 //	persisted          stands while                                  at most
 //	-----------------  --------------------------------------------  ------------
@@ -138,6 +138,18 @@
 // also writes status.observedGeneration when the conditions did not change
 // must not write it alone then ([HasTrio]), or kstatus reads the owner as
 // Current.
+//
+// A stall on streams alone (its message names a stream still Unconfirmed
+// and none of the caller's gates) persisted for an earlier generation
+// stands over a restart that comes with a spec change too, as it was,
+// for the generation it observed: a spec change does not give back a
+// watch that RBAC denies, and writing the stall away until the new
+// process sees the stream would page the human a second time. kstatus
+// reads the owner as in progress meanwhile (status.observedGeneration
+// behind); a writer must not write status.observedGeneration alone over
+// conditions that do not observe the generation ([Observes]). Once the
+// stream shows its evidence the conditions are written for the new
+// generation: the stall again (no Event: Stalled did not move), or health.
 //
 // A stream's first replay is still starting whatever its reason: one
 // resumed from a persisted cursor ([watch.StreamOptions.Cursor]) that

@@ -3,6 +3,7 @@ package readiness
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -155,22 +156,33 @@ func (o Options) withDefaults() Options {
 // condition, both with this observedGeneration) are returned as they
 // are, reason, message and [Options.StreamsCondition] included (the last
 // left out when existing has none), so that Apply changes nothing, while
-// the gates hold no evidence against them. The row of the persisted trio
-// decides:
+// the gates hold no evidence against them; a Stalled=True persisted for
+// an earlier generation too, for that generation, when its message
+// names a stream gate still Unconfirmed and none of the caller's gates
+// (see [Observes]). The row of the persisted trio decides:
 //
 //	persisted            kept while
 //	-------------------  ---------------------------------------------------------
 //	Ready=True           every gate that is not established is a stream gate
 //	                     Starting, and there is one
 //	Stalled=True         a gate that Stalled's message names is a stream gate
-//	                     Unconfirmed, and every stalled gate is one it names
+//	                     Unconfirmed (or, when it names none of the gates, a
+//	                     stream gate is Unconfirmed and still starting), and
+//	                     every stalled gate is one it names
 //	Reconciling=True     a stream gate is Unconfirmed with a reason of a stream
 //	                     starting or replaying (Starting, InitialSync,
 //	                     ExpiredResourceVersion, ResourceVersionTooLarge: on a
 //	                     stream not yet established, its first replay); no
 //	                     gate is stalled; every other gate that is
 //	                     not established is one Reconciling's message names; and
-//	                     a gate the message names is not established
+//	                     a gate the message names is not established (or it
+//	                     names none of the gates)
+//
+// A message that names none of the gates is from a process that named its
+// streams otherwise: wgctrl names a stream of a cache restricted to
+// namespaces by its namespace ("team-a/ConfigMap.v1") once the cache has
+// made that namespace's informer, and before that by its kind alone. A
+// stream still starting is no evidence against it.
 //
 // [Gate.Starting] and [Gate.Unconfirmed] are what the [Accumulator] knows
 // of a stream this process has not yet seen established (nor, for
@@ -241,21 +253,38 @@ func Rollup(gates []Gate, existing []metav1.Condition, generation int64, opts Op
 // generation and a zero lastTransitionTime, as Rollup's results do.
 func heldConditions(gates []Gate, existing []metav1.Condition, generation int64, opts Options) ([]metav1.Condition, bool) {
 	ready := meta.FindStatusCondition(existing, ConditionReady)
-	if ready == nil || ready.ObservedGeneration != generation {
+	if ready == nil {
 		return nil, false
 	}
 	stalled := meta.FindStatusCondition(existing, ConditionStalled)
 	reconciling := meta.FindStatusCondition(existing, ConditionReconciling)
 	isTrue := func(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionTrue }
-	current := func(c *metav1.Condition) bool { return isTrue(c) && c.ObservedGeneration == generation }
+	current := func(c *metav1.Condition) bool { return isTrue(c) && c.ObservedGeneration == ready.ObservedGeneration }
 	var prior *metav1.Condition // the trio's other condition, when held
+	observed := generation      // the generation the conditions kept carry
+	if ready.ObservedGeneration != generation {
+		// A new generation has work for the controller, and is never
+		// held, but for a stall on streams alone, until they show
+		// evidence: a spec change does not give back a watch that RBAC
+		// denies, and writing the stall away until the new process sees
+		// the stream again would page the human a second time. The
+		// conditions stay as they are, for the generation they observed:
+		// kstatus reads the owner as in progress (observedGeneration
+		// behind), and a writer writes nothing ([Observes]).
+		if ready.Status != metav1.ConditionFalse || !current(stalled) || isTrue(reconciling) ||
+			!holdsStalled(gates, stalled.Message, opts.MessageLimit, true) || namesOwnGate(gates, stalled.Message, opts.MessageLimit) {
+			return nil, false
+		}
+		prior, observed = stalled, ready.ObservedGeneration
+	}
 	switch {
+	case prior != nil:
 	case ready.Status == metav1.ConditionTrue && !isTrue(stalled) && !isTrue(reconciling):
 		if !holdsReady(gates) {
 			return nil, false
 		}
 	case ready.Status == metav1.ConditionFalse && current(stalled) && !isTrue(reconciling):
-		if prior = stalled; !holdsStalled(gates, stalled.Message, opts.MessageLimit) {
+		if prior = stalled; !holdsStalled(gates, stalled.Message, opts.MessageLimit, false) {
 			return nil, false
 		}
 	case ready.Status != metav1.ConditionTrue && current(reconciling) && !isTrue(stalled):
@@ -266,7 +295,7 @@ func heldConditions(gates []Gate, existing []metav1.Condition, generation int64,
 		return nil, false
 	}
 	keep := func(c metav1.Condition) metav1.Condition {
-		c.ObservedGeneration = generation
+		c.ObservedGeneration = observed
 		c.LastTransitionTime = metav1.Time{}
 		return c
 	}
@@ -280,6 +309,12 @@ func heldConditions(gates []Gate, existing []metav1.Condition, generation int64,
 		}
 	}
 	return out, true
+}
+
+// namesOwnGate reports whether message names one of the caller's own
+// gates (not a stream's).
+func namesOwnGate(gates []Gate, message string, limit int) bool {
+	return slices.ContainsFunc(gates, func(g Gate) bool { return !g.Stream && namedIn(message, g.Name, limit) })
 }
 
 // holdsReady: a persisted Ready=True stands while every gate that is not
@@ -305,10 +340,14 @@ func holdsReady(gates []Gate) bool {
 // names is an unconfirmed stream gate (neither healthy nor stalled yet in
 // this process), and every gate that is stalled is one it names: a stall
 // needs a human, and nothing short of health or a new cause is news.
-func holdsStalled(gates []Gate, message string, limit int) bool {
-	waiting := false
+//
+// strict asks for a gate the message names: a stall carried to a new
+// generation must name a stream this process tracks.
+func holdsStalled(gates []Gate, message string, limit int, strict bool) bool {
+	waiting, starting, namesAny := false, false, false
 	for _, g := range gates {
 		named := namedIn(message, g.Name, limit)
+		namesAny = namesAny || named
 		switch {
 		case g.Level.normal() == LevelStalled:
 			if !named {
@@ -317,9 +356,15 @@ func holdsStalled(gates []Gate, message string, limit int) bool {
 		case g.Level.normal() == LevelEstablished:
 		case g.Stream && g.Unconfirmed && named:
 			waiting = true
+		case g.Stream && g.Unconfirmed && startingReason(g.Reason):
+			starting = true
 		}
 	}
-	return waiting
+	// A message that names none of the gates, while a stream is still
+	// starting: this process does not know the names yet (a caller that
+	// names a stream by its namespace once it has seen the stream's
+	// informer, say), and a stream still starting is no evidence.
+	return waiting || !strict && starting && !namesAny
 }
 
 // holdsReconciling: a persisted Reconciling=True stands while a stream
@@ -330,8 +375,9 @@ func holdsStalled(gates []Gate, message string, limit int) bool {
 // that the conditions do not name, and every gate they name established
 // are news.
 func holdsReconciling(gates []Gate, message string, limit int) bool {
-	starting, named := false, false
+	starting, named, namesAny := false, false, false
 	for _, g := range gates {
+		namesAny = namesAny || namedIn(message, g.Name, limit)
 		switch lv := g.Level.normal(); {
 		case lv == LevelStalled:
 			return false
@@ -345,7 +391,9 @@ func holdsReconciling(gates []Gate, message string, limit int) bool {
 			return false
 		}
 	}
-	return starting && named
+	// As for Stalled: a message that names none of the gates while every
+	// gate that is not established is a stream still starting is no news.
+	return starting && (named || !namesAny)
 }
 
 // holdsStreams: a persisted streams condition stands over a restart, see

@@ -445,7 +445,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) er
 	before := slices.Clone(t.Status.Conditions)
 	after := slices.Clone(before)
 	changed := c.acc.Apply(key, &after, t.Generation, time.Now())
-	if !changed && (t.Status.ObservedGeneration == t.Generation || !wgreadiness.HasTrio(after)) {
+	if !changed && (t.Status.ObservedGeneration == t.Generation || !wgreadiness.Observes(after, t.Generation)) {
 		// Nothing changed, or a new target's first write waits for its
 		// streams: observedGeneration alone would read as Current.
 		return nil

@@ -161,7 +161,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	before := slices.Clone(t.Status.Conditions)
 	after := slices.Clone(before)
 	changed := acc.Apply(key, &after, t.Generation, r.now())
-	if !changed && (t.Status.ObservedGeneration == t.Generation || !wgreadiness.HasTrio(after)) {
+	if !changed && (t.Status.ObservedGeneration == t.Generation || !wgreadiness.Observes(after, t.Generation)) {
 		// Nothing changed, or a new target's first write waits for its
 		// stream: observedGeneration alone would read as Current.
 		return result, nil

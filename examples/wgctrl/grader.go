@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -126,6 +127,11 @@ type Grader struct {
 	owners []*Owner
 	// managed is true once ManagerOptions has run.
 	managed bool
+	// cacheNamespaces and cacheByObject are the namespaces the manager's
+	// cache options restrict informers to (DefaultNamespaces, and each
+	// ByObject's), as ManagerOptions saw them.
+	cacheNamespaces []string
+	cacheByObject   map[client.Object][]string
 	// synced answers ReadyzCheck.
 	synced wgwatch.SyncCheck
 }
@@ -250,6 +256,11 @@ func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 		g.scheme = o.Scheme
 	}
 	g.managed = true
+	g.cacheNamespaces = slices.Sorted(maps.Keys(o.Cache.DefaultNamespaces))
+	g.cacheByObject = map[client.Object][]string{}
+	for obj, byObject := range o.Cache.ByObject {
+		g.cacheByObject[obj] = slices.Sorted(maps.Keys(byObject.Namespaces))
+	}
 	g.mu.Unlock()
 	return o
 }
@@ -427,6 +438,26 @@ func (g *Grader) missingNamespaces(name string, namespaces []string) ([]string, 
 	return missing, obj
 }
 
+// configuredNamespacesLocked returns the namespaces the manager's cache
+// options restrict the kind named name to (its ByObject's, or
+// DefaultNamespaces), as ManagerOptions saw them; none for every
+// namespace, or options not seen.
+func (g *Grader) configuredNamespacesLocked(name string) []string {
+	nss := g.cacheNamespaces
+	for obj, byObject := range g.cacheByObject {
+		if len(byObject) == 0 {
+			continue
+		}
+		if n, err := g.streamNameLocked(obj); err == nil && n == name {
+			nss = byObject
+		}
+	}
+	if slices.Contains(nss, cache.AllNamespaces) {
+		return nil
+	}
+	return nss
+}
+
 // namespacedStream is the name under which the Owners are told the state
 // of name's informers restricted to namespace: "team-a/ConfigMap.v1".
 func namespacedStream(namespace, name string) string { return namespace + "/" + name }
@@ -462,6 +493,13 @@ func (g *Grader) dependencies(name string, namespaces []string) []string {
 	g.mu.Lock()
 	restricted := g.namespacesLocked(name)
 	everyNamespace := slices.ContainsFunc(g.streams[name], func(inf informer) bool { return inf.namespace == "" })
+	if len(g.streams[name]) == 0 {
+		// No informer yet: the cache's options say where it will make
+		// them, so that an owner follows its namespace's stream under
+		// the name it will have from the start (a stall persisted under
+		// it before a restart stands until that stream shows evidence).
+		restricted = g.configuredNamespacesLocked(name)
+	}
 	g.mu.Unlock()
 	if len(restricted) == 0 || namespaces == nil {
 		return []string{name}
@@ -655,9 +693,12 @@ func StreamName(gvk schema.GroupVersionKind) string {
 // kind, from the manager's scheme.
 func (g *Grader) streamName(obj runtime.Object) (string, error) {
 	g.mu.Lock()
-	scheme := g.scheme
-	g.mu.Unlock()
-	gvk, err := apiutil.GVKForObject(obj, scheme)
+	defer g.mu.Unlock()
+	return g.streamNameLocked(obj)
+}
+
+func (g *Grader) streamNameLocked(obj runtime.Object) (string, error) {
+	gvk, err := apiutil.GVKForObject(obj, g.scheme)
 	if err != nil {
 		return "", fmt.Errorf("wgctrl: %w", err)
 	}

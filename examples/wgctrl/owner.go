@@ -481,7 +481,7 @@ func (o *Owner) write(ctx context.Context, obj client.Object, gen int64, standby
 	o.mu.Lock()
 	pruned := o.pruned
 	o.mu.Unlock()
-	if !changed && (observed == gen || pruned || !wgreadiness.HasTrio(after)) {
+	if !changed && (observed == gen || pruned || !wgreadiness.Observes(after, gen)) {
 		// Nothing to write: observedGeneration alone over no trio would read
 		// as Current to kstatus.
 		return "", nil

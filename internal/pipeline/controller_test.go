@@ -348,7 +348,7 @@ func (p *process) reconcile(key types.NamespacedName) {
 		write = p.acc.ApplyStandby(key, &after, o.meta.Generation, p.now())
 	} else {
 		changed := p.acc.Apply(key, &after, o.meta.Generation, p.now())
-		write = changed || (o.observed == nil || *o.observed != o.meta.Generation) && wgreadiness.HasTrio(after)
+		write = changed || (o.observed == nil || *o.observed != o.meta.Generation) && wgreadiness.Observes(after, o.meta.Generation)
 	}
 	p.following.Unlock()
 	if !write {

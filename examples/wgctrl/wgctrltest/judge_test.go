@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,6 +40,7 @@ type history struct {
 	cacheOrder []string // namespaces, in the order the cache makes their informers
 	owners     []types.NamespacedName
 	policy     wgwatch.Policy
+	watches    string // typed, metadata-only or unwatched
 	steps      []wgctrltest.Step
 	// facts, in virtual time since the run began.
 	at      []time.Duration // each step's start
@@ -200,6 +202,12 @@ func generate(seed uint64) *history {
 	if r.IntN(2) == 0 {
 		slices.Reverse(h.cacheOrder)
 	}
+	// How the controller watches the ConfigMaps, drawn after the rest
+	// too: typed, metadata-only (builder.OnlyMetadata) with the Owner
+	// given them typed as the adoption steps do, or not at all (its
+	// Reconcile reads them with the client, and the Owner asks the cache
+	// for their informer: the workers do not wait for it).
+	h.watches = []string{"typed", "typed", "metadata-only", "unwatched"}[r.IntN(4)]
 	return h
 }
 
@@ -219,6 +227,14 @@ func (h *history) operator() wgctrltest.Operator {
 		objs = append(objs, guestbook(k.Namespace, k.Name))
 	}
 	op := guestbookOperator(objs...)
+	switch h.watches {
+	case "metadata-only":
+		cm := &metav1.PartialObjectMetadata{}
+		cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		op.Watches, op.OwnerWatches = []client.Object{cm}, []client.Object{&corev1.ConfigMap{}}
+	case "unwatched":
+		op.Watches, op.OwnerWatches = nil, []client.Object{&corev1.ConfigMap{}}
+	}
 	op.Namespaces = h.cacheOrder
 	op.Options.Policy = h.policy
 	op.Seed = h.seed
@@ -237,7 +253,7 @@ type verdicts struct {
 	falseWarnings, extraWarnings, missedWarnings, notConverged         int
 	unreconciledGeneration, firstSyncWrites, restartWrites, kstatusBad int
 	eventsWithoutWrite, errorLines, missedErrorLines, probeWrong       int
-	afterDeletion, deletions                                           int
+	afterDeletion, deletions, secondInformers                          int
 	writes, warnings, restarts, denials                                int
 }
 
@@ -421,6 +437,12 @@ func (h *history) judge(res *wgctrltest.Result, v *verdicts) []string {
 			fail(&v.errorLines, "an error-level line at %s with no denial going on for %s: %s", l.At, human, l.Detail)
 		}
 	}
+	// No informer the controller does not use.
+	for _, l := range lines {
+		if l.What == wgctrltest.RecordInformer {
+			fail(&v.secondInformers, "at %s, %s", l.At, l.Detail)
+		}
+	}
 	// The probe is ready exactly when every informer the controller needs
 	// exists and has synced.
 	for _, l := range lines {
@@ -543,6 +565,7 @@ func TestOperatorJudge(t *testing.T) {
 			worlds["progress_deadline_10m"]++
 		}
 		worlds["long_outage"] += h.longOutages
+		worlds[h.watches]++
 		for _, k := range h.kinds {
 			worlds[k]++
 		}
@@ -560,16 +583,16 @@ func TestOperatorJudge(t *testing.T) {
 				for _, r := range res.Timeline() {
 					fmt.Fprintf(&b, "\n  %s", r)
 				}
-				t.Logf("seed %d (-operator.seed=%d): namespaces=%v owners=%v policy=%+v%s", seed, seed, h.namespaces, h.owners, h.policy, b.String())
+				t.Logf("seed %d (-operator.seed=%d): namespaces=%v owners=%v watches=%s policy=%+v%s", seed, seed, h.namespaces, h.owners, h.watches, h.policy, b.String())
 			}
 		}
 	}
-	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d error_lines=%d missed_error_lines=%d probe_wrong=%d after_deletion=%d (writes=%d warnings=%d restarts=%d denials=%d deleted=%d, %s)\n",
-		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite, v.errorLines, v.missedErrorLines, v.probeWrong, v.afterDeletion,
+	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d error_lines=%d missed_error_lines=%d probe_wrong=%d after_deletion=%d second_informers=%d (writes=%d warnings=%d restarts=%d denials=%d deleted=%d, %s)\n",
+		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite, v.errorLines, v.missedErrorLines, v.probeWrong, v.afterDeletion, v.secondInformers,
 		v.writes, v.warnings, v.restarts, v.denials, v.deletions, time.Since(began).Round(time.Second))
-	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d\n",
+	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d metadata_only=%d unwatched=%d\n",
 		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["replace"], worlds["conflicts"], worlds["update"],
-		worlds["delete"], worlds["delete during reconcile"])
+		worlds["delete"], worlds["delete during reconcile"], worlds["metadata-only"], worlds["unwatched"])
 }
 
 // canonical orders a timeline's records of one instant by owner, then as

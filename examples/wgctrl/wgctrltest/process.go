@@ -77,15 +77,26 @@ func (w *world) start() (*process, error) {
 	}
 	// The reflectors' failures are logged as the manager's cache logs
 	// them: through the watch error handler ManagerOptions sets.
-	watchErrors := grade.ManagerOptions(manager.Options{Scheme: w.op.Scheme}).Cache.DefaultWatchErrorHandler
+	mo := manager.Options{Scheme: w.op.Scheme}
+	if len(w.op.Namespaces) > 0 {
+		mo.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range w.op.Namespaces {
+			mo.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	watchErrors := grade.ManagerOptions(mo).Cache.DefaultWatchErrorHandler
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &process{cancel: cancel, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()),
 		ctx: ctx, grade: grade, watchErrors: watchErrors, made: map[string]toolscache.SharedIndexInformer{}, ready: make(chan struct{}),
 		stopOf: map[string]context.CancelFunc{}, replaced: make(chan struct{})}
-	if len(w.order) == 0 {
+	if w.watched() == 0 {
 		close(p.ready)
 	}
-	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: w.client, Recorder: recorder{w.result}, Informers: informers{w, p}}, w.op.Owner, w.op.Watches...)
+	deps := w.op.Watches
+	if w.op.OwnerWatches != nil {
+		deps = w.op.OwnerWatches
+	}
+	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: w.client, Recorder: recorder{w.result}, Informers: informers{w, p}}, w.op.Owner, deps...)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -95,7 +106,9 @@ func (w *world) start() (*process, error) {
 	}
 	r := w.op.Reconciler(w.client, owner)
 	for _, name := range w.order {
-		p.wg.Go(func() { p.makeInformers(w, name) })
+		if !w.unwatched[name] {
+			p.wg.Go(func() { p.makeInformers(w, name) })
+		}
 	}
 	p.wg.Go(func() {
 		if err := owner.Start(ctx); err != nil {
@@ -153,7 +166,7 @@ func (p *process) makeInformers(w *world, name string) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done++; p.done == len(w.order) {
+	if p.done++; p.done == w.watched() {
 		close(p.ready)
 	}
 }
@@ -325,10 +338,30 @@ func (i informers) GetInformer(_ context.Context, obj client.Object, _ ...cache.
 		return &informer{objs: i.w.owners(), p: i.p}, nil
 	}
 	name := wgctrl.StreamName(gvk)
+	if theirs := i.w.objs[name]; theirs != nil && !i.w.unwatched[name] && metadataOnly(obj) != metadataOnly(theirs) {
+		// The real cache would make a second informer per namespace, in
+		// this representation, beside the controller's.
+		i.w.result.mu.Lock()
+		i.w.result.recordLocked(RecordInformer, types.NamespacedName{}, 0,
+			fmt.Sprintf("a second informer of %s (%T) beside the controller's (%T)", name, obj, theirs))
+		i.w.result.mu.Unlock()
+		return &informer{}, nil
+	}
 	for _, ns := range i.w.kinds[name] {
 		i.p.informer(i.w, name, ns)
 	}
 	return &informer{}, nil
+}
+
+// watched counts the kinds the controller watches (Operator.Watches).
+func (w *world) watched() int {
+	n := 0
+	for _, name := range w.order {
+		if !w.unwatched[name] {
+			n++
+		}
+	}
+	return n
 }
 
 // informer delivers objs to each handler added and, for the owner kind's,

@@ -99,9 +99,21 @@ type Operator struct {
 	// Owner is an object of the owner kind, as passed to Grader.Owner.
 	// Its status subresource is what Owner.Status writes. Required.
 	Owner client.Object
-	// Watches are the kinds the controller watches (Owns, Watches), as
-	// passed to Grader.Owner.
+	// Watches are the kinds the controller watches (Owns, Watches), each
+	// in the representation its informer has: a
+	// metav1.PartialObjectMetadata with its kind set for a
+	// builder.OnlyMetadata watch. Its workers start once their informers
+	// have synced. They are what is passed to Grader.Owner, unless
+	// OwnerWatches is set.
 	Watches []client.Object
+	// OwnerWatches, if set, are what is passed to Grader.Owner instead of
+	// Watches: a kind watched metadata-only passed typed (as
+	// examples/README.md's steps pass it: the Owner follows the
+	// controller's informer), or a kind the controller does not watch,
+	// which the Owner asks the cache for itself (its Reconcile reads it
+	// with the client, say). A second informer of a watched kind, in
+	// another representation, is recorded ([RecordInformer]).
+	OwnerWatches []client.Object
 	// Objects are in the fake client from the start: the owners, and
 	// anything else Reconcile reads.
 	Objects []client.Object
@@ -443,7 +455,7 @@ type Record struct {
 	// At is the virtual time since the run began.
 	At time.Duration
 	// What is RecordStep, RecordReconcile, RecordWrite, RecordEvent,
-	// RecordLog, RecordProbe or RecordDelete.
+	// RecordLog, RecordProbe, RecordDelete or RecordInformer.
 	What RecordKind
 	// Owner is the owner reconciled, written or whose Event it is; zero
 	// for a step.
@@ -481,6 +493,12 @@ const (
 	RecordProbe RecordKind = "probe"
 	// RecordDelete is an owner deleted (Delete, DeleteDuringReconcile).
 	RecordDelete RecordKind = "delete"
+	// RecordInformer is a second informer of a kind the controller
+	// watches, in another representation, asked of the cache (the Owner
+	// given a kind typed that the controller watches metadata-only would
+	// make the cache run both): a list and watch of every object of the
+	// kind that nothing uses.
+	RecordInformer RecordKind = "informer"
 )
 
 func (r Record) String() string {
@@ -674,8 +692,11 @@ type world struct {
 	// Operator.Namespaces), by stream name then namespace.
 	servers map[string]*watchtest.Server
 	kinds   map[string][]string // namespaces per stream name
-	order   []string            // the stream names, as Operator.Watches has them
-	objs    map[string]runtime.Object
+	order   []string            // the stream names, as Operator.Watches then OwnerWatches have them
+	// unwatched are the kinds only the Owner follows (OwnerWatches): the
+	// controller's workers do not wait for their informers.
+	unwatched map[string]bool
+	objs      map[string]runtime.Object
 	// ownerKeys are the owners of Operator.Objects.
 	ownerKeys []types.NamespacedName
 	proc      *process
@@ -732,7 +753,7 @@ func newWorld(op Operator) (*world, error) {
 		return nil, err
 	}
 	w := &world{op: op, ownerGVK: ownerGVK, servers: map[string]*watchtest.Server{}, kinds: map[string][]string{}, objs: map[string]runtime.Object{},
-		deleteOnGet: map[types.NamespacedName]bool{}}
+		unwatched: map[string]bool{}, deleteOnGet: map[types.NamespacedName]bool{}}
 	w.result = &Result{owner: ownerGVK, events: map[types.NamespacedName][]string{}, writes: map[types.NamespacedName]int{}}
 	for _, obj := range op.Objects {
 		if gvk, err := apiutil.GVKForObject(obj, op.Scheme); err == nil && gvk == ownerGVK {
@@ -752,22 +773,23 @@ func newWorld(op Operator) (*world, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{""}
 	}
-	for _, kind := range op.Watches {
+	// The controller's watches, then the kinds only the Owner follows.
+	kinds := append(slices.Clone(op.Watches), op.OwnerWatches...)
+	for i, kind := range kinds {
 		gvk, err := apiutil.GVKForObject(kind, op.Scheme)
 		if err != nil {
 			return nil, err
 		}
 		name := wgctrl.StreamName(gvk)
 		if _, ok := w.kinds[name]; ok {
-			continue // one kind, passed twice
+			continue // one kind, passed twice, or in two representations
 		}
-		obj, err := op.Scheme.New(gvk)
+		obj, list, err := representation(op.Scheme, kind, gvk)
 		if err != nil {
 			return nil, err
 		}
-		list, err := op.Scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err != nil {
-			return nil, err
+		if i >= len(op.Watches) {
+			w.unwatched[name] = true
 		}
 		gr := schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind) + "s"}
 		for _, ns := range namespaces {
@@ -785,6 +807,33 @@ func newWorld(op Operator) (*world, error) {
 		w.objs[name] = obj
 	}
 	return w, nil
+}
+
+// representation returns an object and an empty list of kind's
+// representation: metadata-only for a metav1.PartialObjectMetadata (a
+// builder.OnlyMetadata watch), the scheme's typed ones otherwise.
+func representation(scheme *runtime.Scheme, kind client.Object, gvk schema.GroupVersionKind) (obj, list runtime.Object, err error) {
+	if _, ok := kind.(*metav1.PartialObjectMetadata); ok {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		return m, l, nil
+	}
+	if obj, err = scheme.New(gvk); err != nil {
+		return nil, nil, err
+	}
+	if list, err = scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List")); err != nil {
+		return nil, nil, err
+	}
+	return obj, list, nil
+}
+
+// metadataOnly reports whether obj is the metadata-only representation of
+// its kind.
+func metadataOnly(obj runtime.Object) bool {
+	_, ok := obj.(*metav1.PartialObjectMetadata)
+	return ok
 }
 
 // allServers returns every server, in the order of Operator.Watches, then
