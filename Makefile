@@ -202,7 +202,8 @@ judge-race:
 # status conflicts, spec changes, owners deleted (some between a
 # Reconcile's read and its write), a 10-minute ProgressDeadline, caches
 # that make a kind's informers in either order, controllers that watch the
-# kind metadata-only or not at all; each checked for false, extra and
+# kind metadata-only or not at all, a Reconcile with gates of its own
+# (Reconciling, Stalled) restarted over; each checked for false, extra and
 # missed Warnings, convergence, observedGeneration never ahead of a
 # Reconcile, a first sync of one write, a restart that changed nothing
 # writing nothing, kstatus, error-level lines only during denials and one

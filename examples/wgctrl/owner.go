@@ -465,6 +465,12 @@ func (o *Owner) write(ctx context.Context, obj client.Object, gen int64, standby
 		return "", fmt.Errorf("wgctrl: %s %s: %w", o.gvk.Kind, client.ObjectKeyFromObject(obj), err)
 	}
 	o.sight(obj, before)
+	if standby && observed > 0 {
+		// No Reconcile of this process has run: the standby writer writes
+		// for the generation an earlier one observed, never for one no
+		// Reconcile handled (a spec change while the workers wait).
+		gen = observed
+	}
 	if observed > gen {
 		return "", nil // a newer generation's status: not ours to write over
 	}

@@ -3,6 +3,8 @@
 package wgctrltest_test
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	mathrand "math/rand"
@@ -16,8 +18,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/watchgrade/watchgrade/examples/wgctrl"
 	"github.com/watchgrade/watchgrade/examples/wgctrl/wgctrltest"
+	wgreadiness "github.com/watchgrade/watchgrade/readiness"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 )
 
@@ -43,10 +48,14 @@ type history struct {
 	watches    string // typed, metadata-only or unwatched
 	steps      []wgctrltest.Step
 	// facts, in virtual time since the run began.
-	at      []time.Duration // each step's start
-	kinds   []string        // each step's kind: wait, deny, allow, outage, storm, restart, conflicts, update
-	denied  map[string][]span
-	outages []span
+	at     []time.Duration // each step's start
+	kinds  []string        // each step's kind: wait, deny, allow, outage, storm, restart, conflicts, update
+	denied map[string][]span
+	// invalid holds, per owner, when its spec was invalid (the operator's
+	// own gate Stalled: one Warning each at most).
+	invalid      map[types.NamespacedName][]span
+	invalidSince map[types.NamespacedName]time.Duration
+	outages      []span
 	// longOutages counts the outages past ProgressDeadline with a
 	// restart in them.
 	longOutages int
@@ -62,7 +71,8 @@ type span struct{ from, to time.Duration }
 // generate draws a history from seed.
 func generate(seed uint64) *history {
 	r := rand.New(rand.NewPCG(seed, 0x6f70657261746f72))
-	h := &history{seed: seed, denied: map[string][]span{}, firstFault: -1}
+	h := &history{seed: seed, denied: map[string][]span{}, firstFault: -1,
+		invalid: map[types.NamespacedName][]span{}, invalidSince: map[types.NamespacedName]time.Duration{}}
 	if r.IntN(2) == 0 {
 		h.namespaces = []string{"team-a", "team-b"}
 		for i, ns := range h.namespaces {
@@ -108,9 +118,34 @@ func generate(seed uint64) *history {
 	if r.IntN(3) > 0 {
 		add("wait", wgctrltest.Wait(time.Minute), time.Minute) // a first sync on healthy streams
 	}
-	alive := slices.Clone(h.owners) // not deleted
+	alive := slices.Clone(h.owners)            // not deleted
+	gated := map[types.NamespacedName]string{} // the operator's own gate set on each owner
+	setGate := func(key types.NamespacedName, gate string) {
+		was := gated[key]
+		if was == "invalid" {
+			h.invalid[key] = append(h.invalid[key], span{h.invalidSince[key], now})
+		}
+		if gate == "invalid" {
+			h.invalidSince[key] = now
+		}
+		gated[key] = gate
+		// An invalid spec comes, and goes, with a spec change; the
+		// database is the operator's own dependency.
+		spec := gate == "invalid" || was == "invalid"
+		add("gate", wgctrltest.Update(key, func(o client.Object) {
+			a := o.GetAnnotations()
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[gateAnnotation] = gate
+			o.SetAnnotations(a)
+			if spec {
+				o.SetGeneration(o.GetGeneration() + 1)
+			}
+		}), 0)
+	}
 	for range 3 + r.IntN(8) {
-		switch k := r.IntN(17); {
+		switch k := r.IntN(18); {
 		case k < 5:
 			d := time.Duration(5+r.IntN(40*60)) * time.Second
 			if r.IntN(2) == 0 {
@@ -165,6 +200,24 @@ func generate(seed uint64) *history {
 			add("replace", wgctrltest.ReplaceInformers(&corev1.ConfigMap{}), 0)
 		case k < 14:
 			add("conflicts", wgctrltest.StatusConflicts(1+r.IntN(4)), 0)
+		case k == 17:
+			// The operator's own gate: its database not ready
+			// (Reconciling), the owner's spec invalid (Stalled, a human
+			// must act), or neither.
+			if len(alive) == 0 {
+				continue
+			}
+			key := alive[r.IntN(len(alive))]
+			setGate(key, []string{"", "waiting", "invalid"}[r.IntN(3)])
+			if r.IntN(2) == 0 {
+				// A rollout of the operator once the owner has settled
+				// on it: the restart must write nothing.
+				quiet := 2*pd + time.Duration(r.IntN(300))*time.Second
+				add("wait", wgctrltest.Wait(quiet), quiet)
+				h.restarts = append(h.restarts, now)
+				add("restart", wgctrltest.Restart(), 0)
+				add("wait", wgctrltest.Wait(5*time.Minute), 5*time.Minute)
+			}
 		case k == 16:
 			// An owner deleted, at once or during its next reconcile.
 			if len(alive) == 0 {
@@ -173,6 +226,10 @@ func generate(seed uint64) *history {
 			i := r.IntN(len(alive))
 			key := alive[i]
 			alive = slices.Delete(alive, i, i+1)
+			if gated[key] == "invalid" {
+				h.invalid[key] = append(h.invalid[key], span{h.invalidSince[key], now})
+			}
+			delete(gated, key)
 			if r.IntN(2) == 0 {
 				add("delete", wgctrltest.Delete(key), 0)
 			} else {
@@ -187,6 +244,11 @@ func generate(seed uint64) *history {
 		}
 	}
 	// The human fixes everything; the streams have time to recover.
+	for _, key := range alive {
+		if gated[key] != "" {
+			setGate(key, "")
+		}
+	}
 	for _, scope := range sortedKeys(deniedNow) {
 		h.denied[scope] = append(h.denied[scope], span{deniedNow[scope], now})
 		delete(deniedNow, scope)
@@ -211,6 +273,42 @@ func generate(seed uint64) *history {
 	return h
 }
 
+// gateAnnotation is what the judge's Guestbook Reconcile reads its own
+// gate from: "waiting" (its database is not ready), "invalid" (the spec
+// is invalid), or nothing.
+const gateAnnotation = "example.com/gate"
+
+// gatedReconciler is the Guestbook's Reconcile with a gate of the
+// operator's own, as the adoption's steps set one: an owner Reconciling
+// or Stalled on it persists over restarts as one on a stream does.
+type gatedReconciler struct {
+	client.Client
+	Readiness *wgctrl.Owner
+}
+
+func (r *gatedReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+	gb := &Guestbook{}
+	if err := r.Get(ctx, req.NamespacedName, gb); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	defer func() { err = errors.Join(err, r.Readiness.Status(ctx, gb)) }()
+	// Each gate set or removed as it is, never both: a gate removed and
+	// set again moves the verdict twice, and the Owner requeues the owner.
+	acc, key := r.Readiness.Accumulator(), req.NamespacedName
+	switch gb.Annotations[gateAnnotation] {
+	case "waiting":
+		acc.RemoveGate(key, "Spec")
+		acc.SetGate(key, wgreadiness.Progressing("Database", "WaitingForDatabase", "the guestbook's database is not ready"))
+	case "invalid":
+		acc.RemoveGate(key, "Database")
+		acc.SetGate(key, wgreadiness.Stalled("Spec", "InvalidSpec", "spec.replicas must be positive"))
+	default:
+		acc.RemoveGate(key, "Database")
+		acc.RemoveGate(key, "Spec")
+	}
+	return reconcile.Result{}, nil
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -227,6 +325,9 @@ func (h *history) operator() wgctrltest.Operator {
 		objs = append(objs, guestbook(k.Namespace, k.Name))
 	}
 	op := guestbookOperator(objs...)
+	op.Reconciler = func(c client.Client, readiness *wgctrl.Owner) reconcile.Reconciler {
+		return &gatedReconciler{Client: c, Readiness: readiness}
+	}
 	switch h.watches {
 	case "metadata-only":
 		cm := &metav1.PartialObjectMetadata{}
@@ -254,7 +355,10 @@ type verdicts struct {
 	unreconciledGeneration, firstSyncWrites, restartWrites, kstatusBad int
 	eventsWithoutWrite, errorLines, missedErrorLines, probeWrong       int
 	afterDeletion, deletions, secondInformers                          int
-	writes, warnings, restarts, denials                                int
+	// quietRestarts counts, by persistedState, the owners a restart that
+	// changed nothing was checked over.
+	quietRestarts                       map[string]int
+	writes, warnings, restarts, denials int
 }
 
 // judge checks one history's run, returning what it broke.
@@ -326,7 +430,7 @@ func (h *history) judge(res *wgctrltest.Result, v *verdicts) []string {
 		// to go live again once the server serves (at most two
 		// MaxBackoffs and a ShortSession: 2 min 1 s), need a human:
 		// outages that follow one another sooner than that are one.
-		longOutage := false
+		longOutages := 0 // each may page once
 		const recovery = 2*time.Minute + time.Second
 		for i := 0; i < len(h.outages); {
 			from, to := h.outages[i].from, h.outages[i].to
@@ -335,14 +439,17 @@ func (h *history) judge(res *wgctrltest.Result, v *verdicts) []string {
 				to = h.outages[j].to
 			}
 			if to-from+recovery >= pd {
-				longOutage = true
+				longOutages++
 			}
 			i = j
 		}
+		// An invalid spec is a Stalled gate of the operator's own: a
+		// Warning at most for each time it was.
+		episodes += len(h.invalid[k])
 		switch w := res.Warnings(k); {
-		case w > 0 && episodes == 0 && !longOutage:
+		case w > 0 && episodes == 0 && longOutages == 0:
 			fail(&v.falseWarnings, "%s: %d Warnings with no denial of its namespace", k, w)
-		case w > episodes+boolInt(longOutage):
+		case w > episodes+longOutages:
 			fail(&v.extraWarnings, "%s: %d Warnings for %d denials of its namespace", k, w, episodes)
 		case w == 0 && long > 0:
 			fail(&v.missedWarnings, "%s: no Warning for %d denials of its namespace of 3 minutes or more", k, long)
@@ -420,6 +527,20 @@ func (h *history) judge(res *wgctrltest.Result, v *verdicts) []string {
 			if l.What == wgctrltest.RecordWrite && l.At >= h.at[i] && l.At < until {
 				fail(&v.restartWrites, "%s: written %s at %s, after a restart at %s that changed nothing", l.Owner, l.Detail, l.At, h.at[i])
 			}
+		}
+		// What each owner had persisted when it was restarted over.
+		last := map[types.NamespacedName]string{}
+		for _, l := range lines {
+			switch {
+			case l.At >= h.at[i]:
+			case l.What == wgctrltest.RecordWrite:
+				last[l.Owner] = l.Detail
+			case l.What == wgctrltest.RecordDelete:
+				delete(last, l.Owner)
+			}
+		}
+		for _, d := range last {
+			v.quietRestarts[persistedState(d)]++
 		}
 	}
 	// Error-level lines come only with trouble that needs a human: a
@@ -528,11 +649,22 @@ func (h *history) served(spans []span) []span {
 	return out
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
+// persistedState says what conditions written as detail are, for the
+// count of quiet restarts: ready, reconciling or stalled, on a stream or
+// on the operator's own gate.
+func persistedState(detail string) string {
+	switch {
+	case strings.Contains(detail, "Ready=True"):
+		return "ready"
+	case strings.Contains(detail, "Stalled=True/InvalidSpec"):
+		return "stalled_gate"
+	case strings.Contains(detail, "Stalled=True"):
+		return "stalled_stream"
+	case strings.Contains(detail, "Reconciling=True/WaitingForDatabase"):
+		return "reconciling_gate"
+	default:
+		return "reconciling_stream"
 	}
-	return 0
 }
 
 // play runs history seed, with client-go's jitter drawn from a source
@@ -545,7 +677,7 @@ func play(t *testing.T, seed uint64) (*history, *wgctrltest.Result) {
 
 func TestOperatorJudge(t *testing.T) {
 	began := time.Now()
-	var v verdicts
+	v := verdicts{quietRestarts: map[string]int{}}
 	seeds := make([]uint64, 0, *operatorHistories)
 	if *operatorSeed != 0 {
 		seeds = append(seeds, *operatorSeed)
@@ -590,9 +722,12 @@ func TestOperatorJudge(t *testing.T) {
 	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d error_lines=%d missed_error_lines=%d probe_wrong=%d after_deletion=%d second_informers=%d (writes=%d warnings=%d restarts=%d denials=%d deleted=%d, %s)\n",
 		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite, v.errorLines, v.missedErrorLines, v.probeWrong, v.afterDeletion, v.secondInformers,
 		v.writes, v.warnings, v.restarts, v.denials, v.deletions, time.Since(began).Round(time.Second))
-	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d metadata_only=%d unwatched=%d\n",
+	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d metadata_only=%d unwatched=%d own_gates=%d\n",
 		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["replace"], worlds["conflicts"], worlds["update"],
-		worlds["delete"], worlds["delete during reconcile"], worlds["metadata-only"], worlds["unwatched"])
+		worlds["delete"], worlds["delete during reconcile"], worlds["metadata-only"], worlds["unwatched"], worlds["gate"])
+	q := v.quietRestarts
+	fmt.Printf("operator: quiet_restarts_checked ready=%d reconciling_stream=%d reconciling_gate=%d stalled_stream=%d stalled_gate=%d\n",
+		q["ready"], q["reconciling_stream"], q["reconciling_gate"], q["stalled_stream"], q["stalled_gate"])
 }
 
 // canonical orders a timeline's records of one instant by owner, then as
