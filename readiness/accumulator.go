@@ -122,6 +122,9 @@ type Accumulator struct {
 	mu      sync.Mutex
 	streams map[string]watch.State
 	started map[string]time.Time // when each stream was first heard of
+	// heardAt holds the streams first heard of at each instant whose hold
+	// has not ended: one pair of timers ends their grace and hold.
+	heardAt map[time.Time]*[]string
 	// established holds the streams that have been established since they
 	// were first heard of: they are never held again.
 	established map[string]struct{}
@@ -191,6 +194,7 @@ func NewAccumulator(opts AccumulatorOptions) (*Accumulator, error) {
 		clock:       opts.Clock,
 		streams:     make(map[string]watch.State),
 		started:     make(map[string]time.Time),
+		heardAt:     make(map[time.Time]*[]string),
 		established: make(map[string]struct{}),
 		stalled:     make(map[string]struct{}),
 		owners:      make(map[types.NamespacedName]*owner),
@@ -515,7 +519,9 @@ func (a *Accumulator) ownerLocked(key types.NamespacedName) *owner {
 
 // heardOfLocked starts a stream's grace and hold the first time the
 // accumulator hears of it, and arms the timers that tell its owners when
-// they end.
+// they end: one pair for every stream heard of at one instant, which tells
+// their owners in order, streams by name (two timers ending at one
+// instant would tell them in the order the scheduler runs them).
 func (a *Accumulator) heardOfLocked(stream string) {
 	if _, ok := a.started[stream]; ok {
 		return
@@ -525,26 +531,37 @@ func (a *Accumulator) heardOfLocked(stream string) {
 	if a.onChange == nil {
 		return // nobody to tell
 	}
-	end := func(confirmed map[string]struct{}) func() {
+	if heard, ok := a.heardAt[at]; ok {
+		*heard = append(*heard, stream)
+		return
+	}
+	heard := &[]string{stream}
+	a.heardAt[at] = heard
+	end := func(hold bool) func() {
 		return func() {
 			a.mu.Lock()
 			defer a.mu.Unlock()
-			if t, ok := a.started[stream]; !ok || !t.Equal(at) {
-				return // removed since
+			if hold {
+				delete(a.heardAt, at)
 			}
-			if _, ok := a.established[stream]; ok {
-				return // established in time: it held nothing at the end
-			}
-			if _, ok := confirmed[stream]; ok {
-				return // stalled in time: it holds nothing either
-			}
-			for _, key := range sortedKeys(a.byStream[stream]) {
-				a.queueLocked(key)
+			for _, stream := range slices.Sorted(slices.Values(*heard)) {
+				if t, ok := a.started[stream]; !ok || !t.Equal(at) {
+					continue // removed since
+				}
+				if _, ok := a.established[stream]; ok {
+					continue // established in time: it held nothing at the end
+				}
+				if _, ok := a.stalled[stream]; ok && hold {
+					continue // stalled in time: it holds nothing either
+				}
+				for _, key := range sortedKeys(a.byStream[stream]) {
+					a.queueLocked(key)
+				}
 			}
 		}
 	}
-	a.clock.AfterFunc(a.grace, end(nil))
-	a.clock.AfterFunc(a.hold, end(a.stalled))
+	a.clock.AfterFunc(a.grace, end(false))
+	a.clock.AfterFunc(a.hold, end(true))
 }
 
 // sortedKeys orders owners by namespace and name, so that OnChange calls

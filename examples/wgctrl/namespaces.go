@@ -181,6 +181,9 @@ func (o *Owner) retrack(name string) {
 		keys = append(keys, k)
 	}
 	o.mu.Unlock()
+	// In order: the owners whose verdicts move are queued as they are
+	// tracked again, and a test that replays a history wants one order.
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
 	for _, k := range keys {
 		o.track(k)
 	}

@@ -211,6 +211,16 @@ func (p *process) work(ctx context.Context, w *world, r reconcile.Reconciler) {
 		return
 	case <-p.ready:
 	}
+	// The owner kind's informer syncs too, 2.9 ms after the process
+	// starts at the soonest: a controller that watches no other kind
+	// (Operator.OwnerWatches) would otherwise reconcile at the instant the
+	// Owner starts, the Owner's start and the first Reconcile tracking
+	// the owners in the scheduler's order, and a seed would not replay.
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(2900 * time.Microsecond):
+	}
 	for _, o := range w.owners() {
 		p.queue.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 	}
@@ -347,7 +357,13 @@ func (i informers) GetInformer(_ context.Context, obj client.Object, _ ...cache.
 		i.w.result.mu.Unlock()
 		return &informer{}, nil
 	}
-	for _, ns := range i.w.kinds[name] {
+	for j, ns := range i.w.kinds[name] {
+		if j > 0 {
+			// 1.3 ms apart, as makeInformers makes them: informers made
+			// at one instant report their first states at one instant,
+			// and their owners are queued in the scheduler's order.
+			time.Sleep(1300 * time.Microsecond)
+		}
 		i.p.informer(i.w, name, ns)
 	}
 	return &informer{}, nil
