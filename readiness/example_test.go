@@ -157,6 +157,46 @@ func ExampleAccumulator_restartStalled() {
 	// Ready=True Established: all gates are established
 }
 
+// A stall on a stream persisted for generation 1, and a controller
+// restarted after a spec change (generation 2): the conditions stand as
+// they were, for generation 1, while the stream starts over, so the writer
+// writes nothing (kstatus reads the owner as in progress: observedGeneration
+// behind) and no Event; once the stream shows the denial again, the stall is
+// written for generation 2, with no second Warning (Stalled did not move).
+func ExampleObserves() {
+	acc, err := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{})
+	if err != nil {
+		panic(err)
+	}
+	key := types.NamespacedName{Namespace: "team-a", Name: "target"}
+	denied := "core/secrets: requests to the API server fail: secrets is forbidden"
+	conds := []metav1.Condition{ // what the previous process wrote, for generation 1
+		{Type: wgreadiness.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: 1, Reason: "Forbidden", Message: denied},
+		{Type: wgreadiness.ConditionStalled, Status: metav1.ConditionTrue, ObservedGeneration: 1, Reason: "Forbidden", Message: denied},
+	}
+	observed, generation := int64(1), int64(2)
+
+	acc.Track(key, "core/secrets")
+	for _, s := range []wgwatch.State{
+		{Stream: "core/secrets", Phase: wgwatch.PhaseStarting, Reason: wgwatch.ReasonStarting},
+		{Stream: "core/secrets", Phase: wgwatch.PhaseBlocked, Reason: wgwatch.ReasonForbidden, NeedsHuman: true,
+			Message: "requests to the API server fail: secrets is forbidden"},
+	} {
+		acc.StateChanged(s)
+		changed := acc.Apply(key, &conds, generation, time.Now())
+		write := changed || observed != generation && wgreadiness.Observes(conds, generation)
+		fmt.Printf("%s %s: changed %v, write %v\n", s.Phase, s.Reason, changed, write)
+		if write {
+			observed = generation
+		}
+	}
+	fmt.Println("observedGeneration:", observed)
+	// Output:
+	// Starting Starting: changed false, write false
+	// Blocked Forbidden: changed true, write true
+	// observedGeneration: 2
+}
+
 // Validate reports every option the roll-up cannot honour at once;
 // NewAccumulator refuses them the same way.
 func ExampleOptions_Validate() {

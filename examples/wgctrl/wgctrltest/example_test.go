@@ -195,3 +195,63 @@ func ExampleReplaceInformers() {
 	// Warning Forbidden
 	// Normal Established
 }
+
+// A Guestbook deleted while its Reconcile runs, between the Reconcile's
+// read and its status write: the NotFound is routine (nothing more is
+// written, nothing logged at error level), and the owner is forgotten.
+func ExampleDeleteDuringReconcile() {
+	key := types.NamespacedName{Namespace: "shop", Name: "gb"}
+	t := &testing.T{} // in a test function, its own t
+	res := wgctrltest.Run(t, guestbookOperator(guestbook(key.Namespace, key.Name)),
+		wgctrltest.Wait(time.Minute),
+		wgctrltest.DeleteDuringReconcile(key),
+		wgctrltest.Wait(time.Minute),
+	)
+	fmt.Println("status writes:", res.StatusWrites(key))
+	fmt.Println("error-level lines:", len(res.ErrorLogs()))
+	deleted, after := false, 0
+	for _, r := range res.Timeline() {
+		switch {
+		case r.Owner != key:
+		case r.What == wgctrltest.RecordDelete:
+			deleted = true
+		case deleted && r.What == wgctrltest.RecordReconcile:
+			after++ // the deletion's own request, which finds it gone
+		}
+	}
+	fmt.Println("deleted:", deleted, "reconciles after:", after)
+	// Output:
+	// status writes: 1
+	// error-level lines: 0
+	// deleted: true reconciles after: 1
+}
+
+// A controller that watches the ConfigMaps metadata-only
+// (builder.OnlyMetadata), wired as the adoption steps wire it: the Owner
+// given them typed follows the controller's informer, and the cache runs
+// no second informer of the kind.
+func ExampleOperator_ownerWatches() {
+	key := types.NamespacedName{Namespace: "shop", Name: "gb"}
+	t := &testing.T{} // in a test function, its own t
+	op := guestbookOperator(guestbook(key.Namespace, key.Name))
+	cm := &metav1.PartialObjectMetadata{}
+	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	op.Watches = []client.Object{cm}                       // the controller's watch
+	op.OwnerWatches = []client.Object{&corev1.ConfigMap{}} // what main passes to grade.Owner
+	res := wgctrltest.Run(t, op,
+		wgctrltest.Wait(time.Minute),
+		wgctrltest.Deny(&corev1.ConfigMap{}, ""),
+		wgctrltest.Wait(time.Minute),
+	)
+	fmt.Println(status(res.Conditions(key)))
+	second := 0
+	for _, r := range res.Timeline() {
+		if r.What == wgctrltest.RecordInformer {
+			second++
+		}
+	}
+	fmt.Println("second informers:", second)
+	// Output:
+	// Ready=False/Forbidden Stalled=True/Forbidden
+	// second informers: 0
+}
