@@ -1,6 +1,7 @@
 package watch_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -31,8 +32,8 @@ import (
 
 // traceOf returns the trace of a play: the fold's rows, p's states and
 // endings and the server's requests reqs, in the order of their times (at
-// one instant, rows, then states, then endings, then requests, each in
-// the order they came).
+// one instant, rows, then states, then endings, then requests; rows in
+// the order of their text, the rest in the order they came).
 func traceOf(p *probe, reqs []watchtest.Request, start time.Time, rows []stamped[string]) []string {
 	type fact struct {
 		at   time.Duration
@@ -42,6 +43,12 @@ func traceOf(p *probe, reqs []watchtest.Request, start time.Time, rows []stamped
 	for _, r := range rows {
 		facts = append(facts, fact{r.at, "fold " + r.v})
 	}
+	// The fold's rows of one instant in the order of their text: an
+	// escalation that falls due at the instant a replay begins (the
+	// stream's wait ends where the escalation is due) is folded by two
+	// timers, in the order the scheduler runs them, and the states they
+	// publish are the same either way (states keep their order, below).
+	slices.SortStableFunc(facts, func(a, b fact) int { return cmp.Or(cmp.Compare(a.at, b.at), strings.Compare(a.line, b.line)) })
 	c := p.counts()
 	for _, s := range c.states {
 		facts = append(facts, fact{s.at, fmt.Sprintf("state %s/%s human=%v %q", s.v.Phase, s.v.Reason, s.v.NeedsHuman, s.v.Message)})
