@@ -92,6 +92,11 @@ func (w *world) start() (*process, error) {
 	if w.watched() == 0 {
 		close(p.ready)
 	}
+	// Deletions reach it from now on, while it starts too (its Owner's
+	// standby writer may read an owner DeleteDuringReconcile deletes).
+	w.mu.Lock()
+	w.live = append(w.live, p)
+	w.mu.Unlock()
 	deps := w.op.Watches
 	if w.op.OwnerWatches != nil {
 		deps = w.op.OwnerWatches

@@ -274,7 +274,11 @@ func ExpiryStorm(kind client.Object, n int, gap time.Duration) Step {
 // objects and the API server's faults stay.
 func Restart() Step {
 	return Step{name: "restart", do: func(w *world) error {
-		w.proc.stop()
+		old := w.proc
+		old.stop()
+		w.mu.Lock()
+		w.live = slices.DeleteFunc(w.live, func(p *process) bool { return p == old })
+		w.mu.Unlock()
 		p, err := w.start()
 		if err != nil {
 			return err
@@ -398,9 +402,11 @@ func (w *world) delete(key types.NamespacedName) error {
 	w.result.recordLocked(RecordDelete, key, 0, "")
 	w.result.mu.Unlock()
 	w.mu.Lock()
-	p := w.proc
+	live := slices.Clone(w.live)
 	w.mu.Unlock()
-	p.deleted(obj)
+	for _, p := range live {
+		p.deleted(obj)
+	}
 	return nil
 }
 
@@ -715,6 +721,9 @@ type world struct {
 	// deleteOnGet holds the owners DeleteDuringReconcile deletes as the
 	// operator next reads them.
 	deleteOnGet map[types.NamespacedName]bool
+	// live are the processes started and not stopped, in order: a
+	// deletion reaches each (a process starting included).
+	live []*process
 	// probed is the probe's last record (RecordProbe).
 	probed string
 }
