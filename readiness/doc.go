@@ -123,21 +123,30 @@
 //	                   first replay, whatever its reason), and
 //	                   there is one
 //	Stalled=True       a stream the Stalled message names has shown  NotReadyHold
-//	                   neither health nor a stall yet, and every
-//	                   stalled gate is one it names
+//	                   neither health nor a stall yet (or, when it
+//	                   names none of the gates, a stream is still
+//	                   starting), and every stalled gate is one it
+//	                   names
 //	Reconciling=True   a stream is still starting, a gate the        NotReadyHold
-//	                   message names is not established, no gate is
-//	                   stalled, and every other gate that is not
-//	                   established is one the message names
+//	                   message names is not established (or it names
+//	                   none of the gates), no gate is stalled, and
+//	                   every other gate that is not established is
+//	                   one the message names
 //	none of the trio   as Ready=True: a new owner's first write      StartGrace
 //	(a new owner)      waits for its streams to go live, so it is
 //	                   one write (Ready=True) and one Event, not
 //	                   Reconciling then Ready
 //
+// A message that names none of the gates comes from a process that named
+// its streams otherwise (wgctrl names a stream of a cache restricted to
+// namespaces "team-a/ConfigMap.v1" once the cache has made that
+// namespace's informer): a stream still starting is no evidence against
+// it.
+//
 // An owner held with none of the trio has nothing to write: a writer that
 // also writes status.observedGeneration when the conditions did not change
-// must not write it alone then ([HasTrio]), or kstatus reads the owner as
-// Current.
+// must not write it alone then ([HasTrio]; [Observes] is false then too),
+// or kstatus reads the owner as Current.
 //
 // A stall on streams alone (its message names a stream still Unconfirmed
 // and none of the caller's gates) persisted for an earlier generation
