@@ -187,7 +187,7 @@ func NewAccumulator(opts AccumulatorOptions) (*Accumulator, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	return &Accumulator{
-		opts:        opts.Rollup,
+		opts:        opts.Rollup.withDefaults(), // defaulted once: toldAlready reads MessageLimit
 		onChange:    opts.OnChange,
 		grace:       opts.StartGrace,
 		hold:        opts.NotReadyHold,

@@ -588,6 +588,13 @@ func TestApplyStandby(t *testing.T) {
 				[]wgwatch.State{forbidden("secrets")}, time.Minute, nil},
 			{"Stalled on the caller's gate, a stream denied: a new cause", persisted(t, []wgwatch.State{watching("secrets")}, invalidSpec),
 				[]wgwatch.State{forbidden("secrets")}, time.Minute, []string{"Ready=False/Forbidden", "Stalled=True/Forbidden"}},
+			// A gate's message that ends in "…" (watch cuts long error
+			// texts so) names only its own gate, far under the limit:
+			// before, the default limit read as 0 and every such message
+			// counted as naming every stream, so the denial went untold.
+			{"Stalled on the caller's gate, its message cut short, a stream denied: a new cause",
+				persisted(t, []wgwatch.State{watching("secrets")}, wgreadiness.Stalled("Spec", "InvalidSpec", "spec.size must be positive: got -1 from the tem…")),
+				[]wgwatch.State{forbidden("secrets")}, time.Minute, []string{"Ready=False/Forbidden", "Stalled=True/Forbidden"}},
 		}
 		for _, c := range cases {
 			a := newAccumulator(t, wgreadiness.AccumulatorOptions{})
