@@ -1,0 +1,84 @@
+// Package status is the status step of a controller that publishes the
+// kstatus trio: the one place where an owner's conditions and
+// status.observedGeneration are decided, written, and followed by their
+// Event and their time-to-first-Ready sighting. Every path calls it:
+// a client-go controller, controller-runtime through
+// [github.com/watchgrade/watchgrade/examples/wgctrl], and the judges that
+// play this repository's histories, so the rule is written once.
+//
+// Import it as wgstatus:
+//
+//	import wgstatus "github.com/watchgrade/watchgrade/readiness/status"
+//
+// At the end of each Reconcile, hand the owner as read and what the
+// Reconcile returned to [Writer.Write], and return what it says:
+//
+//	res := r.status.Write(ctx, obj, reconcileErr)
+//	return res.RequeueAfter, res.Err
+//
+// # The write rule
+//
+// Write applies the [readiness.Accumulator]'s verdict to the owner's
+// conditions and writes them with status.observedGeneration in one status
+// update, and only when something a reader sees changes:
+//
+//   - never over a status that observes a newer generation than the object
+//     as read (another process, or a later Reconcile, wrote it);
+//   - when the conditions changed;
+//   - or, with the conditions unchanged, when status.observedGeneration
+//     lags the generation and the conditions observe it (their Ready was
+//     decided for this generation): observedGeneration written alone over
+//     a stall that a restart holds for an earlier generation would have
+//     kstatus read it as this generation's. Once the API server has been
+//     seen to drop status.observedGeneration (a status schema without the
+//     field), it is not written for again: every Reconcile would write.
+//
+// The new status is set on obj in place before the update, and obj takes
+// the resourceVersion written: a second Write in one Reconcile sees what
+// the first wrote, and records no second Event. The Event
+// ([events.Recorder.Record]) and the sightings of time-to-first-Ready
+// ([metrics.FirstReady.Observe]) follow the write that succeeded, never
+// one that failed.
+//
+// # A Reconcile that failed
+//
+// Ready=True means the generation was reconciled and no data is being
+// lost, so a Reconcile's error is a gate of its own, named
+// [GateReconcile], set before the verdict and removed by the next
+// Reconcile that succeeds:
+//
+//	Reconcile returned                     gate             kstatus
+//	-------------------------------------  ---------------  -----------
+//	nil                                    none             as the rest
+//	an error                               progressing      InProgress
+//	an error, failing for ProgressDeadline stalled          Failed
+//	a Terminal error                       stalled          Failed
+//
+// A transient failure's message says which generation failed and that it
+// is retried, never the error's text: a message that changes with every
+// retry is a status write per retry. A stalled one (Terminal, or past
+// [Options.ProgressDeadline] since the generation's first failure) carries
+// the error's first line, cut to [readiness.Options.MessageLimit], frozen
+// when it stalled: a human must act, and needs the cause. A conflict
+// returned by the Reconcile (its own write of a child, read stale) is not
+// a failure: nothing is written, and the owner is reconciled again soon.
+//
+// # The outcome
+//
+// [Result] says what happened and what the caller does: [Result.Err] is
+// non-nil only for what must be logged at error level and retried (a
+// status write the API server refused); a conflict that kept conflicting
+// asks for a requeue after [ConflictRetry], quietly; a NotFound is the
+// owner deleted under the Reconcile, forgotten everywhere, unless the
+// owner still exists, which means its kind serves no status subresource:
+// an error naming the fix. A cancelled context (the controller stopping)
+// is nothing to report.
+//
+// # The standby writer
+//
+// While a controller's workers wait (its caches syncing, its lease not
+// yet held), [Writer.Standby] writes only what must not wait for them
+// ([readiness.Accumulator.ApplyStandby]), and for the generation an
+// earlier process observed, never one no Reconcile handled. It stands down
+// at the first Write: from then on the Reconcile writes.
+package status

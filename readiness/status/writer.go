@@ -1,0 +1,463 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
+
+	"github.com/watchgrade/watchgrade/events"
+	"github.com/watchgrade/watchgrade/metrics"
+	"github.com/watchgrade/watchgrade/readiness"
+	"github.com/watchgrade/watchgrade/watch"
+)
+
+// GateReconcile is the name of the gate a failed Reconcile sets.
+const GateReconcile = "Reconcile"
+
+// Reasons of the [GateReconcile] gate.
+const (
+	// ReasonReconcileFailed: the Reconcile of this generation failed and is
+	// retried (progressing), or failed with a Terminal error or for longer
+	// than the progress deadline (stalled).
+	ReasonReconcileFailed = "ReconcileFailed"
+)
+
+// ConflictRetry is how soon an owner is reconciled again after its status
+// write kept conflicting, or its Reconcile returned a conflict.
+const ConflictRetry = 200 * time.Millisecond
+
+// Outcome is what a [Writer.Write] or [Writer.Standby] did.
+type Outcome string
+
+const (
+	// Unchanged: nothing a reader sees would change; nothing was written.
+	Unchanged Outcome = "Unchanged"
+	// Written: the status was written, and the Event, if any, recorded.
+	Written Outcome = "Written"
+	// Deleted: the owner is gone; it was forgotten everywhere.
+	Deleted Outcome = "Deleted"
+	// Conflict: the owner kept being written by someone else; reconcile
+	// it again after [Result.RequeueAfter], quietly.
+	Conflict Outcome = "Conflict"
+	// Cancelled: the context ended (the controller is stopping).
+	Cancelled Outcome = "Cancelled"
+	// Failed: the write failed; [Result.Err] says why, for an error-level
+	// log and a retry.
+	Failed Outcome = "Failed"
+)
+
+// Result is the outcome of one status step.
+type Result struct {
+	Outcome Outcome
+	// Err is non-nil only with Failed: return it from the Reconcile (it
+	// is logged at error level and retried). Every other outcome is
+	// routine.
+	Err error
+	// RequeueAfter, when positive, is when to reconcile the owner again.
+	RequeueAfter time.Duration
+	// Before and After are the conditions as read and as decided; After
+	// was written when Outcome is Written.
+	Before, After []metav1.Condition
+}
+
+// Terminal marks err as a failure that retrying will not fix (an invalid
+// spec): the owner is Stalled at once, with err's first line as the
+// message. controller-runtime's reconcile.TerminalError means the same;
+// wgctrl translates it.
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return terminalError{err}
+}
+
+// IsTerminal reports whether err was marked by [Terminal].
+func IsTerminal(err error) bool {
+	var t terminalError
+	return errors.As(err, &t)
+}
+
+type terminalError struct{ err error }
+
+func (t terminalError) Error() string { return t.err.Error() }
+func (t terminalError) Unwrap() error { return t.err }
+
+// UpdateFunc writes obj's status (the status subresource) and returns the
+// object as the API server answered it.
+type UpdateFunc func(ctx context.Context, obj runtime.Object) (runtime.Object, error)
+
+// GetFunc reads the owner named key from the API server (not a cache):
+// to read it again after a conflict, and to tell a deleted owner from a
+// kind without a status subresource.
+type GetFunc func(ctx context.Context, key types.NamespacedName) (runtime.Object, error)
+
+// Sightings is what the writer feeds time-to-first-Ready:
+// [metrics.FirstReady] implements it.
+type Sightings interface {
+	Observe(gr schema.GroupResource, obj metav1.Object, ready *metav1.Condition) metrics.FirstReadyResult
+	Delete(uid types.UID)
+}
+
+// Options configures a [Writer].
+type Options struct {
+	// Accumulator decides the verdict. Required.
+	Accumulator *readiness.Accumulator
+	// Update writes the status. Required.
+	Update UpdateFunc
+	// Get reads the owner from the API server. Optional: without it a
+	// conflict is not retried in the step, and a NotFound is taken for a
+	// deletion.
+	Get GetFunc
+	// Resource is the owner kind's, for time-to-first-Ready and messages.
+	Resource schema.GroupResource
+	// Events records the Event of each written transition. Optional.
+	Events *events.Recorder
+	// FirstReady is fed every owner the writer reads and writes. Optional.
+	FirstReady Sightings
+	// ProgressDeadline is how long a generation's Reconcile may keep
+	// failing before the owner is Stalled. Defaults to
+	// watch.DefaultProgressDeadline.
+	ProgressDeadline time.Duration
+	// Clock stamps conditions and times failures. Defaults to the real
+	// clock.
+	Clock clock.PassiveClock
+	// Logger logs, once, that the API server drops
+	// status.observedGeneration. Defaults to logr.Discard.
+	Logger logr.Logger
+}
+
+
+// Writer is the status step of one owner kind. It is safe for concurrent
+// use by a controller's workers.
+type Writer struct {
+	opts Options
+
+	mu sync.Mutex
+	// failing holds, by owner, the failures of its current generation's
+	// Reconciles since the last that succeeded.
+	failing map[types.NamespacedName]failure
+	// dropped is set once the API server answered a write without
+	// status.observedGeneration: its schema drops the field.
+	dropped bool
+	// reconciling is set at the first Write: the standby writer stands
+	// down.
+	reconciling bool
+}
+
+// failure is an owner's streak of failed Reconciles of one generation.
+type failure struct {
+	generation int64
+	since      time.Time
+	// stalled is the message the gate was stalled with, frozen; empty
+	// while it is progressing.
+	stalled string
+}
+
+// New returns a Writer, or an error naming what Options lack.
+func New(opts Options) (*Writer, error) {
+	var errs []error
+	if opts.Accumulator == nil {
+		errs = append(errs, errors.New("Accumulator is required"))
+	}
+	if opts.Update == nil {
+		errs = append(errs, errors.New("Update is required"))
+	}
+	if opts.ProgressDeadline < 0 {
+		errs = append(errs, fmt.Errorf("ProgressDeadline %s is negative", opts.ProgressDeadline))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("watchgrade/readiness/status: invalid options: %w", err)
+	}
+	if opts.ProgressDeadline == 0 {
+		opts.ProgressDeadline = watch.DefaultProgressDeadline
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	return &Writer{opts: opts, failing: make(map[types.NamespacedName]failure)}, nil
+}
+
+// Write is the status step at the end of a Reconcile of obj (the owner as
+// the Reconcile read it, typed or unstructured), which returned
+// reconcileErr: see the package documentation. obj takes the status
+// written and its resourceVersion. Call it after the Reconcile has set its
+// own gates ([readiness.Accumulator.SetGate]) and tracked the owner's
+// streams.
+func (w *Writer) Write(ctx context.Context, obj runtime.Object, reconcileErr error) Result {
+	w.mu.Lock()
+	w.reconciling = true
+	w.mu.Unlock()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return Result{Outcome: Failed, Err: fmt.Errorf("watchgrade/readiness/status: %w", err)}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return Result{Outcome: Cancelled}
+	case apierrors.IsConflict(reconcileErr):
+		// The Reconcile's own write read a stale object: routine, and the
+		// next Reconcile reads afresh.
+		return Result{Outcome: Conflict, RequeueAfter: ConflictRetry}
+	}
+	key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+	w.gate(key, m.GetGeneration(), reconcileErr)
+	return w.write(ctx, obj, key, m.GetGeneration(), false)
+}
+
+// Standby is the standby writer's step for obj, while the controller's
+// workers wait: it writes what must not wait for them, for the generation
+// an earlier process observed. Once [Writer.Write] has run it does
+// nothing (Unchanged): the Reconcile writes.
+func (w *Writer) Standby(ctx context.Context, obj runtime.Object) Result {
+	w.mu.Lock()
+	done := w.reconciling
+	w.mu.Unlock()
+	if done {
+		return Result{Outcome: Unchanged}
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return Result{Outcome: Failed, Err: fmt.Errorf("watchgrade/readiness/status: %w", err)}
+	}
+	if ctx.Err() != nil {
+		return Result{Outcome: Cancelled}
+	}
+	return w.write(ctx, obj, types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}, m.GetGeneration(), true)
+}
+
+// Forget forgets a deleted owner everywhere: its streams and gates in the
+// Accumulator, its time-to-first-Ready claim, its failures. Call it from
+// the owner informer's delete handler.
+func (w *Writer) Forget(key types.NamespacedName, uid types.UID) {
+	w.opts.Accumulator.RemoveOwner(key)
+	if w.opts.FirstReady != nil && uid != "" {
+		w.opts.FirstReady.Delete(uid)
+	}
+	w.mu.Lock()
+	delete(w.failing, key)
+	w.mu.Unlock()
+}
+
+// Sight feeds time-to-first-Ready one sighting of obj with its conditions
+// as they are: call it from the owner informer's handlers, so that an
+// owner that became Ready while no Reconcile ran is still seen once.
+func (w *Writer) Sight(obj runtime.Object) {
+	if w.opts.FirstReady == nil {
+		return
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	if conds, _, err := readObject(obj); err == nil {
+		w.sight(m, conds)
+	}
+}
+
+func (w *Writer) sight(m metav1.Object, conds []metav1.Condition) {
+	if w.opts.FirstReady != nil {
+		w.opts.FirstReady.Observe(w.opts.Resource, m, meta.FindStatusCondition(conds, readiness.ConditionReady))
+	}
+}
+
+// gate sets or removes key's GateReconcile for a Reconcile of generation
+// that returned err.
+func (w *Writer) gate(key types.NamespacedName, generation int64, err error) {
+	acc := w.opts.Accumulator
+	if err == nil {
+		w.mu.Lock()
+		delete(w.failing, key)
+		w.mu.Unlock()
+		acc.RemoveGate(key, GateReconcile)
+		return
+	}
+	now := w.opts.Clock.Now()
+	w.mu.Lock()
+	f, ok := w.failing[key]
+	if !ok || f.generation != generation {
+		f = failure{generation: generation, since: now}
+	}
+	if f.stalled == "" {
+		switch {
+		case IsTerminal(err):
+			f.stalled = fmt.Sprintf("the reconcile of generation %d failed and will not be retried: %s", generation, firstLine(err))
+		case now.Sub(f.since) >= w.opts.ProgressDeadline:
+			f.stalled = fmt.Sprintf("the reconcile of generation %d has failed for %s: %s", generation, w.opts.ProgressDeadline, firstLine(err))
+		}
+	}
+	w.failing[key] = f
+	w.mu.Unlock()
+	if f.stalled != "" {
+		acc.SetGate(key, readiness.Stalled(GateReconcile, ReasonReconcileFailed, f.stalled))
+		return
+	}
+	acc.SetGate(key, readiness.Progressing(GateReconcile, ReasonReconcileFailed,
+		fmt.Sprintf("the reconcile of generation %d failed; retrying", generation)))
+}
+
+// firstLine is err's text up to its first line break.
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return strings.TrimSpace(s)
+}
+
+// write is one status step for obj of generation, with the conflict
+// retries: each reads the owner again (Options.Get) and writes for the
+// same generation, the one the Reconcile handled.
+func (w *Writer) write(ctx context.Context, obj runtime.Object, key types.NamespacedName, generation int64, standby bool) Result {
+	var res Result
+	var err error
+	if w.opts.Get == nil {
+		res, err = w.writeOnce(ctx, obj, obj, generation, standby)
+	} else {
+		read := obj
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if read == nil {
+				fresh, err := w.opts.Get(ctx, key)
+				if err != nil {
+					return err
+				}
+				read = fresh
+			}
+			var err error
+			res, err = w.writeOnce(ctx, read, obj, generation, standby)
+			read = nil
+			return err
+		})
+	}
+	switch {
+	case err == nil:
+		return res
+	case ctx.Err() != nil:
+		return Result{Outcome: Cancelled, Before: res.Before, After: res.After}
+	case apierrors.IsConflict(err):
+		return Result{Outcome: Conflict, RequeueAfter: ConflictRetry, Before: res.Before, After: res.After}
+	case apierrors.IsNotFound(err):
+		return w.notFound(ctx, obj, key, res, err)
+	}
+	return Result{Outcome: Failed, Err: err, Before: res.Before, After: res.After}
+}
+
+// notFound tells an owner deleted under the Reconcile from a kind whose
+// status write is answered 404 because it serves no status subresource.
+func (w *Writer) notFound(ctx context.Context, obj runtime.Object, key types.NamespacedName, res Result, err error) Result {
+	if w.opts.Get != nil {
+		if _, gerr := w.opts.Get(ctx, key); gerr == nil {
+			return Result{Outcome: Failed, Before: res.Before, After: res.After, Err: fmt.Errorf(
+				"watchgrade/readiness/status: the status write of %s %s was answered NotFound while the object exists: "+
+					"its kind serves no status subresource (add `// +kubebuilder:subresource:status` to the type and regenerate the CRD): %w",
+				w.kind(), key, err)}
+		}
+	}
+	var uid types.UID
+	if m, merr := meta.Accessor(obj); merr == nil {
+		uid = m.GetUID()
+	}
+	w.Forget(key, uid)
+	return Result{Outcome: Deleted, Before: res.Before, After: res.After}
+}
+
+func (w *Writer) kind() string {
+	if w.opts.Resource.Empty() {
+		return "owner"
+	}
+	return w.opts.Resource.String()
+}
+
+// writeOnce applies the verdict to read (the owner as read) and writes it
+// when the rule says so; on success orig (the caller's object) takes the
+// status written and its resourceVersion.
+func (w *Writer) writeOnce(ctx context.Context, read, orig runtime.Object, generation int64, standby bool) (Result, error) {
+	m, err := meta.Accessor(read)
+	if err != nil {
+		return Result{}, err
+	}
+	key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+	before, observed, err := readObject(read)
+	if err != nil {
+		return Result{}, fmt.Errorf("watchgrade/readiness/status: %s %s: %w", w.kind(), key, err)
+	}
+	w.sight(m, before)
+	if standby && observed > 0 {
+		// No Reconcile of this process has run: write for the generation
+		// an earlier one observed, never for one no Reconcile handled (a
+		// spec change while the workers wait).
+		generation = observed
+	}
+	res := Result{Outcome: Unchanged, Before: before}
+	if observed > generation {
+		return res, nil // a newer generation's status: not ours to write over
+	}
+	after := slices.Clone(before)
+	now := w.opts.Clock.Now()
+	var changed bool
+	if standby {
+		changed = w.opts.Accumulator.ApplyStandby(key, &after, generation, now)
+	} else {
+		changed = w.opts.Accumulator.Apply(key, &after, generation, now)
+	}
+	res.After = after
+	w.mu.Lock()
+	dropped := w.dropped
+	w.mu.Unlock()
+	if !changed && (standby || observed == generation || dropped || !readiness.Observes(after, generation)) {
+		// Nothing a reader sees would change. observedGeneration alone
+		// over conditions that do not observe it would have kstatus read
+		// them as this generation's.
+		return res, nil
+	}
+	out := read.DeepCopyObject()
+	if err := writeObject(out, after, generation); err != nil {
+		return res, fmt.Errorf("watchgrade/readiness/status: %s %s: %w", w.kind(), key, err)
+	}
+	written, err := w.opts.Update(ctx, out)
+	if err != nil {
+		return res, err
+	}
+	if written == nil {
+		written = out
+	}
+	if _, got, rerr := readObject(written); rerr == nil && got == 0 && generation != 0 {
+		w.mu.Lock()
+		first := !w.dropped
+		w.dropped = true
+		w.mu.Unlock()
+		if first {
+			w.opts.Logger.Error(errors.New("status.observedGeneration was dropped by the API server"),
+				"add `ObservedGeneration int64 `json:\"observedGeneration,omitempty\"`` to the status type and regenerate the CRD: kstatus and kubectl wait read it",
+				"resource", w.kind())
+		}
+	}
+	if err := writeObject(orig, after, generation); err == nil {
+		if wm, err := meta.Accessor(written); err == nil {
+			if om, err := meta.Accessor(orig); err == nil {
+				om.SetResourceVersion(wm.GetResourceVersion())
+			}
+		}
+	}
+	if wm, err := meta.Accessor(written); err == nil {
+		w.sight(wm, after)
+	}
+	if w.opts.Events != nil {
+		w.opts.Events.Record(orig, before, after)
+	}
+	res.Outcome = Written
+	return res, nil
+}
