@@ -3,12 +3,12 @@ package pipeline_test
 import (
 	"context"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +22,7 @@ import (
 	"github.com/watchgrade/watchgrade/internal/judgekit"
 	wgmetrics "github.com/watchgrade/watchgrade/metrics"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 )
 
@@ -49,14 +50,19 @@ type process struct {
 	// what a reconcile tracked is what it applies: a reconcile that
 	// tracked as the standby writer (before the workers started) applies
 	// as the standby writer, and no owner event in between narrows it.
-	following  sync.Mutex
-	wm         *wgmetrics.WatchMetrics
-	fr         *wgmetrics.FirstReady
-	reg        *prometheus.Registry
-	core, evs  *wgevents.Recorder
-	q          *queue
-	workerDone chan struct{}
-	runners    []*runner
+	following sync.Mutex
+	wm        *wgmetrics.WatchMetrics
+	fr        *wgmetrics.FirstReady
+	reg       *prometheus.Registry
+	core, evs *wgevents.Recorder
+	status    *wgstatus.Writer
+	// lastWrite and lastWritten are the status step's last write, as the
+	// store recorded it and answered (guarded by w.mu).
+	lastWrite   *write
+	lastWritten *ownerObj
+	q           *queue
+	workerDone  chan struct{}
+	runners     []*runner
 
 	// Guarded by w.mu.
 	states    [][]stampedState   // by stream
@@ -139,6 +145,12 @@ func newProcess(w *world, id int) *process {
 		w.t.Fatal(err)
 	}
 	if p.evs, err = wgevents.NewEventsRecorder(eventsRecorder{p}, wgevents.EventsOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	if p.status, err = wgstatus.New(wgstatus.Options{
+		Accumulator: p.acc, Update: p.updateStatus, Get: p.getOwner, Resource: owners,
+		Events: p.core, FirstReady: sightings{p}, Clock: nowClock{p},
+	}); err != nil {
 		w.t.Fatal(err)
 	}
 	return p
@@ -236,6 +248,12 @@ func (p *process) rerun(i int) {
 	p.runners[i] = p.startRunner(i)
 }
 
+// nowClock is the status step's clock: p.now.
+type nowClock struct{ p *process }
+
+func (c nowClock) Now() time.Time                  { return c.p.now() }
+func (c nowClock) Since(t time.Time) time.Duration { return c.p.now().Sub(t) }
+
 // now is the now passed to Apply: the controller's clock, or a now that
 // lags it (see history.lagNow).
 func (p *process) now() time.Time { return p.w.h.applyNow(time.Now()) }
@@ -256,8 +274,7 @@ func (h history) applyNow(t time.Time) time.Time {
 func (p *process) ownerEvent(o *ownerObj, deleted bool) {
 	key := types.NamespacedName{Namespace: o.meta.Namespace, Name: o.meta.Name}
 	if deleted {
-		p.fr.Delete(o.meta.UID)
-		p.acc.RemoveOwner(key)
+		p.status.Forget(key, o.meta.UID)
 		return
 	}
 	p.sight(o)
@@ -293,21 +310,32 @@ func (p *process) follow(o *ownerObj, workers bool) {
 }
 
 func (p *process) sight(o *ownerObj) {
-	ready := meta.FindStatusCondition(o.conds, wgreadiness.ConditionReady)
-	res := p.fr.Observe(owners, &o.meta, ready)
-	s := sighting{at: p.w.now(), uid: o.meta.UID, ns: o.meta.Namespace, created: o.meta.CreationTimestamp.Time, result: res}
+	sightings{p}.Observe(owners, &o.meta, meta.FindStatusCondition(o.conds, wgreadiness.ConditionReady))
+}
+
+// sightings is the FirstReady the status step feeds: p.fr, each call
+// recorded for the judge.
+type sightings struct{ p *process }
+
+func (f sightings) Observe(gr schema.GroupResource, obj metav1.Object, ready *metav1.Condition) wgmetrics.FirstReadyResult {
+	p := f.p
+	res := p.fr.Observe(gr, obj, ready)
+	s := sighting{at: p.w.now(), uid: obj.GetUID(), ns: obj.GetNamespace(), created: obj.GetCreationTimestamp().Time, result: res}
 	if ready != nil {
 		r := *ready
 		s.ready = &r
 		s.stamped = r.LastTransitionTime.Time
-		if s.stamped.IsZero() && len(o.meta.ManagedFields) > 0 {
-			s.stamped = o.meta.ManagedFields[0].Time.Time
+		if mf := obj.GetManagedFields(); s.stamped.IsZero() && len(mf) > 0 {
+			s.stamped = mf[0].Time.Time
 		}
 	}
 	p.w.mu.Lock()
 	p.sightings = append(p.sightings, s)
 	p.w.mu.Unlock()
+	return res
 }
+
+func (f sightings) Delete(uid types.UID) { f.p.fr.Delete(uid) }
 
 func (p *process) work() {
 	defer close(p.workerDone)
@@ -327,7 +355,9 @@ func (p *process) work() {
 	}
 }
 
-// reconcile is the controller's reconcile, as the README wires it.
+// reconcile is the controller's reconcile, as the README wires it: the
+// status step is watchgrade's (wgstatus.Writer), the standby writer's
+// until the workers run.
 func (p *process) reconcile(key types.NamespacedName) {
 	o, ok := p.w.store.get(key)
 	if !ok {
@@ -339,40 +369,66 @@ func (p *process) reconcile(key types.NamespacedName) {
 	p.following.Lock()
 	workers := p.workers()
 	p.follow(o, workers)
-	before := slices.Clone(o.conds)
-	after := slices.Clone(before)
-	var write bool
-	if !workers {
-		// The standby writer: a stall, or a Ready=True a stream takes
-		// away; the rest is the reconcile's.
-		write = p.acc.ApplyStandby(key, &after, o.meta.Generation, p.now())
-	} else {
-		changed := p.acc.Apply(key, &after, o.meta.Generation, p.now())
-		write = changed || (o.observed == nil || *o.observed != o.meta.Generation) && wgreadiness.Observes(after, o.meta.Generation)
-	}
-	p.following.Unlock()
-	if !write {
-		return
-	}
-	updated, wr, err := p.w.store.updateStatus(o, after, p.id)
-	if err != nil {
-		p.q.add(key) // a conflict: read afresh
-		return
-	}
-	obj := ownerObject(updated)
+	obj := ownerObject(o)
 	p.w.mu.Lock()
 	n := len(p.events)
 	p.w.mu.Unlock()
-	p.core.Record(obj, before, after)
-	p.evs.Record(obj, before, after)
+	var res wgstatus.Result
+	if workers {
+		res = p.status.Write(p.ctx, obj, nil)
+	} else {
+		res = p.status.Standby(p.ctx, obj)
+	}
+	p.following.Unlock()
+	switch res.Outcome {
+	case wgstatus.Conflict:
+		p.q.add(key) // read afresh
+		return
+	case wgstatus.Written:
+	default:
+		return
+	}
+	p.evs.Record(obj, res.Before, res.After)
 	p.w.mu.Lock()
+	wr := p.lastWrite
 	for _, e := range p.events[n:] {
 		wr.events[e.kind] = append(wr.events[e.kind], e)
 	}
+	updated := p.lastWritten
 	p.w.mu.Unlock()
-	// The write's response, then its watch event.
-	p.sight(updated)
+	// The write's watch event.
 	p.ownerEvent(updated, false)
+}
+
+// updateStatus is the status step's Update: the store's status write.
+func (p *process) updateStatus(_ context.Context, obj runtime.Object) (runtime.Object, error) {
+	u := obj.(*unstructured.Unstructured)
+	var st struct {
+		Conditions         []metav1.Condition `json:"conditions"`
+		ObservedGeneration int64              `json:"observedGeneration"`
+	}
+	m, _, _ := unstructured.NestedMap(u.Object, "status")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st); err != nil {
+		return nil, err
+	}
+	key := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
+	updated, wr, err := p.w.store.updateStatus(key, u.GetUID(), u.GetResourceVersion(), st.Conditions, st.ObservedGeneration, p.id)
+	if err != nil {
+		return nil, err
+	}
+	p.w.mu.Lock()
+	p.lastWrite, p.lastWritten = wr, updated
+	p.w.mu.Unlock()
+	return ownerObject(updated), nil
+}
+
+// getOwner is the status step's Get: a live read.
+func (p *process) getOwner(_ context.Context, key types.NamespacedName) (runtime.Object, error) {
+	o, ok := p.w.store.get(key)
+	if !ok {
+		return nil, apierrors.NewNotFound(owners, key.Name)
+	}
+	return ownerObject(o), nil
 }
 
 // ownerObject is o as the API server serves it, for recorders and kstatus.
@@ -385,6 +441,10 @@ func ownerObject(o *ownerObj) *unstructured.Unstructured {
 		}
 		conds = append(conds, m)
 	}
+	metadata, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&o.meta)
+	if err != nil {
+		panic(err)
+	}
 	status := map[string]any{"conditions": conds}
 	if o.observed != nil {
 		status["observedGeneration"] = *o.observed
@@ -392,11 +452,8 @@ func ownerObject(o *ownerObj) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "pipeline.watchgrade.dev/v1",
 		"kind":       "Owner",
-		"metadata": map[string]any{
-			"name": o.meta.Name, "namespace": o.meta.Namespace, "uid": string(o.meta.UID),
-			"generation": o.meta.Generation,
-		},
-		"status": status,
+		"metadata":   metadata,
+		"status":     status,
 	}}
 }
 

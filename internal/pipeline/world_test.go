@@ -122,7 +122,8 @@ type genMark struct {
 type write struct {
 	at            time.Duration
 	proc          int
-	gen           int64
+	gen           int64 // the object's
+	observed      int64 // status.observedGeneration written
 	before, after []metav1.Condition
 	obsBefore     *int64
 	// events are the Events recorded after it, by recorder kind
@@ -587,20 +588,25 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// updateStatus writes conds and status.observedGeneration on the object
-// read at read, as process proc, and records the write.
-func (s *store) updateStatus(read *ownerObj, conds []metav1.Condition, proc int) (*ownerObj, *write, error) {
+// updateStatus writes conds and status.observedGeneration observed on
+// the object uid at resourceVersion rv, as process proc, and records the
+// write. A stale rv is a conflict, a missing object NotFound, as the API
+// server answers.
+func (s *store) updateStatus(key types.NamespacedName, uid types.UID, rv string, conds []metav1.Condition, observed int64, proc int) (*ownerObj, *write, error) {
 	s.mu.Lock()
-	o, ok := s.objs[types.NamespacedName{Namespace: read.meta.Namespace, Name: read.meta.Name}]
-	if !ok || o.meta.UID != read.meta.UID || o.meta.ResourceVersion != read.meta.ResourceVersion {
+	o, ok := s.objs[key]
+	if !ok || o.meta.UID != uid {
 		s.mu.Unlock()
-		return nil, nil, errConflict
+		return nil, nil, apierrors.NewNotFound(owners, key.Name)
+	}
+	if o.meta.ResourceVersion != rv {
+		s.mu.Unlock()
+		return nil, nil, apierrors.NewConflict(owners, key.Name, errConflict)
 	}
 	s.rv++
-	wr := &write{at: s.w.now(), proc: proc, gen: o.meta.Generation, before: o.conds, after: slices.Clone(conds), obsBefore: o.observed}
-	gen := o.meta.Generation
+	wr := &write{at: s.w.now(), proc: proc, gen: o.meta.Generation, observed: observed, before: o.conds, after: slices.Clone(conds), obsBefore: o.observed}
 	o.conds = slices.Clone(conds)
-	o.observed = &gen
+	o.observed = &observed
 	o.meta.ResourceVersion = fmt.Sprint(s.rv)
 	at := stamp()
 	o.meta.ManagedFields = []metav1.ManagedFieldsEntry{{

@@ -140,7 +140,6 @@ type Options struct {
 	Logger logr.Logger
 }
 
-
 // Writer is the status step of one owner kind. It is safe for concurrent
 // use by a controller's workers.
 type Writer struct {
