@@ -12,6 +12,11 @@
 //     own dependencies (gates) rolled up into the kstatus trio of
 //     conditions, Ready, Reconciling and Stalled, with a concurrent
 //     accumulator that tells you which owner to requeue.
+//   - [github.com/watchgrade/watchgrade/readiness/status]: the status
+//     step at the end of a Reconcile, one call: it writes the trio and
+//     status.observedGeneration when a reader would see a change, records
+//     the Event after the write, and publishes a failed Reconcile (never
+//     Ready=True).
 //   - [github.com/watchgrade/watchgrade/events]: Event severity from
 //     Stalled, recorded only when Ready changes.
 //   - [github.com/watchgrade/watchgrade/metrics]: Prometheus metrics that

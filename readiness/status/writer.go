@@ -444,14 +444,15 @@ func (w *Writer) writeOnce(ctx context.Context, read, orig runtime.Object, gener
 				"resource", w.kind())
 		}
 	}
-	if err := writeObject(orig, after, generation); err == nil {
-		if wm, err := meta.Accessor(written); err == nil {
-			if om, err := meta.Accessor(orig); err == nil {
-				om.SetResourceVersion(wm.GetResourceVersion())
-			}
-		}
+	// The caller's object takes what was written: a second step in the
+	// same Reconcile sees it. Both accessors succeed: read's did, and
+	// written and orig are of its kind.
+	wm, werr := meta.Accessor(written)
+	om, oerr := meta.Accessor(orig)
+	if werr == nil && oerr == nil && writeObject(orig, after, generation) == nil {
+		om.SetResourceVersion(wm.GetResourceVersion())
 	}
-	if wm, err := meta.Accessor(written); err == nil {
+	if werr == nil {
 		w.sight(wm, after)
 	}
 	if w.opts.Events != nil {
