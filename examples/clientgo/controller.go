@@ -18,8 +18,8 @@
 //
 //	stream ──State──▶ readiness.Accumulator ──OnChange(owner)──▶ workqueue
 //	   │                                                            │
-//	   └──SessionEnd──▶ metrics.WatchMetrics          reconcile: Get, Apply,
-//	                                                  UpdateStatus, Record
+//	   └──SessionEnd──▶ metrics.WatchMetrics          reconcile: Get, then
+//	                                                  wgstatus.Writer.Write
 //
 // The WatchTargets themselves are followed by a graded stream too, whose
 // handler starts and stops the resource streams.
@@ -29,7 +29,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -56,6 +55,7 @@ import (
 	"github.com/watchgrade/watchgrade/examples/watchtarget"
 	wgmetrics "github.com/watchgrade/watchgrade/metrics"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 )
 
@@ -106,7 +106,7 @@ type Controller struct {
 	metrics  *wgmetrics.WatchMetrics
 	observer wgwatch.Observer
 	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
-	events   *wgevents.Recorder
+	status   *wgstatus.Writer // set in Run, with the Event recorder
 
 	// kube is set when the controller makes its own recorder, in Run.
 	kube kubernetes.Interface
@@ -204,7 +204,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("clientgo: %w", err)
 	}
-	c.events = events
+	if c.status, err = c.newStatusWriter(events); err != nil {
+		return fmt.Errorf("clientgo: %w", err)
+	}
 
 	targets, err := wgwatch.NewStream(
 		ListWatch(c.dynamic, watchtarget.Resource, c.opts.Namespace),
@@ -321,7 +323,7 @@ func (c *Controller) sync(ctx context.Context, changed *types.NamespacedName) {
 	}
 	for key := range c.owners {
 		if _, ok := seen[key]; !ok {
-			c.acc.RemoveOwner(key)
+			c.status.Forget(key, "") // no time-to-first-Ready here: no UID needed
 		}
 	}
 	c.owners = seen
@@ -409,59 +411,63 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
-	if err := c.reconcile(ctx, key); err != nil {
-		logger := klog.FromContext(ctx)
-		if apierrors.IsConflict(err) {
-			logger.V(2).Info("status write lost to a newer version; retrying", "watchtarget", key)
-		} else {
-			logger.Error(err, "reconcile failed; retrying", "watchtarget", key)
-		}
+	res := c.reconcile(ctx, key)
+	switch {
+	case res.Err != nil:
+		klog.FromContext(ctx).Error(res.Err, "reconcile failed; retrying", "watchtarget", key)
 		c.queue.AddRateLimited(key)
-		return true
+	case res.RequeueAfter > 0:
+		// A status write lost to a newer version: routine, and quiet.
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, res.RequeueAfter)
+	default:
+		c.queue.Forget(key)
 	}
-	c.queue.Forget(key)
 	return true
 }
 
-// reconcile writes the target's trio and status.observedGeneration in one
-// status update, and records an Event only after that write succeeded.
-func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) error {
-	client := c.dynamic.Resource(watchtarget.Resource).Namespace(key.Namespace)
-	u, err := client.Get(ctx, key.Name, metav1.GetOptions{})
+// reconcile reads the target, follows its streams, and hands it to the
+// status step, which writes the trio and status.observedGeneration in one
+// status update when they changed and records an Event only after that
+// write succeeded.
+func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) wgstatus.Result {
+	u, err := c.dynamic.Resource(watchtarget.Resource).Namespace(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil // deleted: the targets stream forgets it
+		return wgstatus.Result{Outcome: wgstatus.Deleted} // the targets stream forgets it
 	}
 	if err != nil {
-		return err
+		return wgstatus.Result{Outcome: wgstatus.Failed, Err: err}
 	}
 	t, err := watchtarget.FromUnstructured(u)
 	if err != nil {
-		return err
+		// A spec this controller cannot read will not read better on a
+		// retry: the target is Stalled, naming the error.
+		return c.status.Write(ctx, u, wgstatus.Terminal(err))
 	}
 	// Track the streams of the spec just read: this GET may be ahead of
 	// the targets stream, and the verdict written for this generation must
 	// be about this generation's resources.
 	c.follow(t)
-	before := slices.Clone(t.Status.Conditions)
-	after := slices.Clone(before)
-	changed := c.acc.Apply(key, &after, t.Generation, time.Now())
-	if !changed && (t.Status.ObservedGeneration == t.Generation || !wgreadiness.Observes(after, t.Generation)) {
-		// Nothing changed, or a new target's first write waits for its
-		// streams: observedGeneration alone would read as Current.
-		return nil
-	}
-	t.Status.Conditions = after
-	t.Status.ObservedGeneration = t.Generation
-	out, err := watchtarget.ToUnstructured(t)
-	if err != nil {
-		return err
-	}
-	updated, err := client.UpdateStatus(ctx, out, metav1.UpdateOptions{})
-	if err != nil {
-		return err // a conflict too: the next attempt reads afresh
-	}
-	c.events.Record(updated, before, after)
-	return nil
+	return c.status.Write(ctx, u, nil)
+}
+
+// newStatusWriter returns the WatchTargets' status step, writing through
+// the dynamic client and recording with events.
+func (c *Controller) newStatusWriter(events *wgevents.Recorder) (*wgstatus.Writer, error) {
+	targets := c.dynamic.Resource(watchtarget.Resource)
+	return wgstatus.New(wgstatus.Options{
+		Accumulator: c.acc,
+		Resource:    watchtarget.Resource.GroupResource(),
+		Events:      events,
+		Update: func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
+			u := obj.(*unstructured.Unstructured)
+			return targets.Namespace(u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+		},
+		Get: func(ctx context.Context, key types.NamespacedName) (runtime.Object, error) {
+			return targets.Namespace(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+		},
+		ProgressDeadline: c.opts.Policy.ProgressDeadline,
+	})
 }
 
 // ListWatch lists and watches gvr in namespace (all namespaces if empty)

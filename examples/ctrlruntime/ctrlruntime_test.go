@@ -273,10 +273,15 @@ func newReconciler(t *testing.T, targets ...*watchtarget.WatchTarget) *reconcile
 	if err != nil {
 		t.Fatal(err)
 	}
+	now := func() time.Time { return f.now }
+	status, err := newStatusWriter(c, c, in.acc, rec, now)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.r = &Reconciler{
 		client: c, informers: f.informers, mapper: f.mapper, scheme: scheme, in: in,
-		events:       rec,
-		now:          func() time.Time { return f.now },
+		status:       status,
+		now:          now,
 		failingSince: map[types.NamespacedName]map[string]time.Time{},
 	}
 	return f

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/watchgrade/watchgrade/examples/watchtarget"
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 )
 
 // Reasons of the gates a WatchTarget gets for a resource that cannot be
@@ -68,7 +68,7 @@ type Reconciler struct {
 	mapper    meta.RESTMapper
 	scheme    *runtime.Scheme
 	in        *Instrumentation
-	events    *wgevents.Recorder
+	status    *wgstatus.Writer
 	// now is the clock of conditions and of the grace of unresolved
 	// resources; tests replace it.
 	now func() time.Time
@@ -113,9 +113,11 @@ func SetupWithManager(mgr manager.Manager, in *Instrumentation) (*Reconciler, er
 		mapper:       mgr.GetRESTMapper(),
 		scheme:       mgr.GetScheme(),
 		in:           in,
-		events:       events,
 		now:          time.Now,
 		failingSince: map[types.NamespacedName]map[string]time.Time{},
+	}
+	if r.status, err = newStatusWriter(r.client, mgr.GetAPIReader(), in.acc, events, time.Now); err != nil {
+		return nil, fmt.Errorf("ctrlruntime: %w", err)
 	}
 	err = builder.ControllerManagedBy(mgr).
 		Named(in.opts.Name).
@@ -128,27 +130,51 @@ func SetupWithManager(mgr manager.Manager, in *Instrumentation) (*Reconciler, er
 	return r, nil
 }
 
-// conflictRetry is how soon a status write that lost to a newer version of
-// the object is tried again, from a cache that has caught up by then.
-const conflictRetry = 200 * time.Millisecond
-
 // Instrumentation returns the Instrumentation the reconciler was set up with.
 func (r *Reconciler) Instrumentation() *Instrumentation { return r.in }
 
-// Reconcile writes the target's trio and status.observedGeneration in one
-// status update when the verdict or the generation changed, and records an
-// Event only after that write succeeded. A conflict is retried after
-// conflictRetry, quietly; any other failed write is returned, and
-// controller-runtime retries with backoff.
+// newStatusWriter returns the WatchTargets' status step: it writes with
+// c, reads the object again from the API server through reader (after a
+// conflict, and to tell a deleted target from a 404 of another kind),
+// records with events and stamps conditions with now.
+func newStatusWriter(c client.Client, reader client.Reader, acc *wgreadiness.Accumulator, events *wgevents.Recorder, now func() time.Time) (*wgstatus.Writer, error) {
+	return wgstatus.New(wgstatus.Options{
+		Accumulator: acc,
+		Resource:    watchtarget.Resource.GroupResource(),
+		Events:      events,
+		Clock:       nowClock(now),
+		Update: func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
+			t := obj.(*watchtarget.WatchTarget)
+			return t, c.Status().Update(ctx, t)
+		},
+		Get: func(ctx context.Context, key types.NamespacedName) (runtime.Object, error) {
+			t := &watchtarget.WatchTarget{}
+			return t, reader.Get(ctx, key, t)
+		},
+	})
+}
+
+// nowClock is a clock.PassiveClock over a func, the reconciler's clock.
+type nowClock func() time.Time
+
+func (c nowClock) Now() time.Time                  { return c() }
+func (c nowClock) Since(t time.Time) time.Duration { return c().Sub(t) }
+
+// Reconcile follows the target's resources and hands it to the status
+// step, which writes the trio and status.observedGeneration in one status
+// update when a reader would see a change, and records an Event only
+// after that write succeeded. A conflict is retried after a short wait,
+// quietly (status-only updates do not requeue through For, whose
+// predicate passes generation changes only); any other failed write is
+// returned, and controller-runtime retries with backoff.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	key := req.NamespacedName
-	acc := r.in.acc
 	t := &watchtarget.WatchTarget{}
 	if err := r.client.Get(ctx, key, t); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Deleted: forget it. Its informers keep running (see the
 			// package documentation).
-			acc.RemoveOwner(key)
+			r.status.Forget(key, "")
 			r.forget(key)
 			return reconcile.Result{}, nil
 		}
@@ -156,30 +182,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	retry := r.follow(ctx, key, t)
-	result := reconcile.Result{RequeueAfter: retry}
-
-	before := slices.Clone(t.Status.Conditions)
-	after := slices.Clone(before)
-	changed := acc.Apply(key, &after, t.Generation, r.now())
-	if !changed && (t.Status.ObservedGeneration == t.Generation || !wgreadiness.Observes(after, t.Generation)) {
-		// Nothing changed, or a new target's first write waits for its
-		// stream: observedGeneration alone would read as Current.
-		return result, nil
+	res := r.status.Write(ctx, t, nil)
+	if res.Err != nil {
+		return reconcile.Result{}, res.Err
 	}
-	t.Status.Conditions = after
-	t.Status.ObservedGeneration = t.Generation
-	if err := r.client.Status().Update(ctx, t); err != nil {
-		if apierrors.IsConflict(err) {
-			// The cache had not yet seen our previous write. Nothing is
-			// wrong: read again shortly, without an error in the log
-			// (status-only updates do not requeue through For, whose
-			// predicate passes generation changes only).
-			return reconcile.Result{RequeueAfter: conflictRetry}, nil
-		}
-		return reconcile.Result{}, err
+	if res.RequeueAfter > 0 && (retry == 0 || res.RequeueAfter < retry) {
+		retry = res.RequeueAfter
 	}
-	r.events.Record(t, before, after)
-	return result, nil
+	return reconcile.Result{RequeueAfter: retry}, nil
 }
 
 // unresolved is why a resource a WatchTarget names cannot be followed.

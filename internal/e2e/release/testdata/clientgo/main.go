@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +28,7 @@ import (
 	wgevents "github.com/watchgrade/watchgrade/events"
 	wgmetrics "github.com/watchgrade/watchgrade/metrics"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 )
 
@@ -101,25 +101,34 @@ func run(ctx context.Context) error {
 	go informer.Run(ctx.Done())
 
 	client := statusClient{}
+	updateStatus := func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
+		return client.UpdateStatus(ctx, obj.(*Shop))
+	}
+	getOwner := func(ctx context.Context, key types.NamespacedName) (runtime.Object, error) {
+		return client.Get(ctx, key)
+	}
+	status, err := wgstatus.New(wgstatus.Options{Accumulator: acc, Events: recorder, Update: updateStatus, Get: getOwner})
+	if err != nil {
+		return err
+	}
 	owner := &Shop{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "main", Generation: 1}}
 	ownerKey := types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}
 	acc.Track(ownerKey, "configmaps") // the owner depends on that stream
 
-	// In the owner's reconcile:
-	before := slices.Clone(owner.Status.Conditions)
-	if acc.Apply(ownerKey, &owner.Status.Conditions, owner.Generation, time.Now()) {
-		owner.Status.ObservedGeneration = owner.Generation // same write: kstatus and kubectl wait read it
-		if err := client.Status().Update(ctx, owner); err == nil {
-			recorder.Record(owner, before, owner.Status.Conditions) // only when Ready or Stalled moved
-		}
-	}
-	return nil
+	// In the owner's reconcile: your own readiness is a gate, then one call
+	// decides, writes the trio and observedGeneration, and records the Event.
+	var reconcileErr error // what the rest of the reconcile returned
+	acc.SetGate(ownerKey, wgreadiness.Progressing("StatefulSet", "ReplicasNotReady", "0 of 3 replicas are ready"))
+	res := status.Write(ctx, owner, reconcileErr) // a failed reconcile is never Ready=True
+	return res.Err
 }
 
-// statusClient stands for a client that writes the owner's status
-// subresource.
+// statusClient stands for a client that reads the owner and writes its
+// status subresource.
 type statusClient struct{}
 
-func (statusClient) Status() statusClient { return statusClient{} }
+func (statusClient) UpdateStatus(ctx context.Context, s *Shop) (*Shop, error) { return s, ctx.Err() }
 
-func (statusClient) Update(ctx context.Context, _ *Shop) error { return ctx.Err() }
+func (statusClient) Get(ctx context.Context, key types.NamespacedName) (*Shop, error) {
+	return &Shop{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, ctx.Err()
+}
