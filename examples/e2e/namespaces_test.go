@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -225,12 +224,12 @@ func runWatchTargetOperator(t *testing.T, cfg *rest.Config, scheme *runtime.Sche
 	if err != nil {
 		t.Fatal(err)
 	}
-	reconciler := ctrlReconcileFunc(func(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	reconciler := ctrlReconcileFunc(func(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 		wt := &watchtarget.WatchTarget{}
 		if err := mgr.GetClient().Get(ctx, req.NamespacedName, wt); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		defer func() { err = errors.Join(err, readiness.Status(ctx, wt)) }()
+		defer func() { res, err = readiness.Status(ctx, wt, res, err) }()
 		return ctrl.Result{}, nil
 	})
 	if err := ctrl.NewControllerManagedBy(mgr).For(&watchtarget.WatchTarget{}).Owns(&corev1.ConfigMap{}).

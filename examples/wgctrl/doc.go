@@ -20,7 +20,7 @@
 //		Complete(r)
 //
 //	// Reconcile, after reading the Guestbook gb:
-//	defer func() { err = errors.Join(err, r.Readiness.Status(ctx, gb)) }()
+//	defer func() { res, err = r.Readiness.Status(ctx, gb, res, err) }()
 //
 // Two more lines serve what the streams know to the rest of the cluster:
 // the readiness probe, which fails until every informer has synced once

@@ -2,7 +2,6 @@ package wgctrl_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,12 +24,12 @@ type GuestbookReconciler struct {
 	Readiness *wgctrl.Owner
 }
 
-func (r *GuestbookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+func (r *GuestbookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	gb := &Guestbook{}
 	if err := r.Get(ctx, req.NamespacedName, gb); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	defer func() { err = errors.Join(err, r.Readiness.Status(ctx, gb)) }()
+	defer func() { res, err = r.Readiness.Status(ctx, gb, res, err) }()
 	// ... the operator's own steps ...
 	return ctrl.Result{}, nil
 }

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -29,7 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	wgevents "github.com/watchgrade/watchgrade/events"
+	wgmetrics "github.com/watchgrade/watchgrade/metrics"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 )
 
@@ -99,6 +100,7 @@ type Owner struct {
 	acc    *wgreadiness.Accumulator
 	cfg    OwnerConfig
 	events *wgevents.Recorder
+	status *wgstatus.Writer
 	log    logr.Logger
 
 	mu sync.Mutex
@@ -120,9 +122,6 @@ type Owner struct {
 	// unwatched holds, as [namespacedStream], the kinds the cache, asked
 	// for their informers, made none of in a namespace owners follow.
 	unwatched map[string]bool
-	// pruned is true once a status write came back without
-	// status.observedGeneration: the CRD's schema lacks the field.
-	pruned bool
 	// gr is the owner kind's resource, once the RESTMapper has said.
 	gr schema.GroupResource
 }
@@ -230,6 +229,14 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 		return nil, fmt.Errorf("wgctrl: %w", err)
 	}
 	o.events, err = wgevents.NewEventsRecorder(cfg.Recorder, wgevents.EventsOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("wgctrl: %w", err)
+	}
+	o.status, err = wgstatus.New(wgstatus.Options{
+		Accumulator: o.acc, Update: o.updateStatus, Get: o.getLive,
+		Events: o.events, FirstReady: sightings{o}, ProgressDeadline: g.opts.Policy.ProgressDeadline,
+		Clock: g.clock, Logger: o.log,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("wgctrl: %w", err)
 	}
@@ -343,30 +350,34 @@ func (o *Owner) isUnwatched(name, namespace string) bool {
 	return len(missing) > 0
 }
 
-// Status is the last step of Reconcile: it writes obj's kstatus trio
-// (Ready, Reconciling, Stalled) and status.observedGeneration in one status
-// update when either changed, then records an Event if Ready or Stalled
-// moved (a Warning only when Stalled). obj is the owner as Reconcile read
-// it; its resourceVersion is updated. A write conflict is retried after
-// reading the owner again, past the cache, and one that persists
-// requeues the owner shortly, quietly; a write cut short by the manager
-// stopping returns nil (the next manager reconciles again); other errors
-// are returned for controller-runtime to retry. The conditions and
-// status.observedGeneration written are for obj's generation, the one
-// Reconcile read, even when a conflict had the owner read again at a newer
-// one (a spec change under the reconcile, which queues the owner again): a
-// generation no Reconcile handled is never written as observed, and
-// nothing is written over a newer generation's status. An owner deleted
-// meanwhile (NotFound) is forgotten, quietly. Call it even when your own
-// steps failed (with defer), so that the owner's conditions never wait on
-// them.
+// Status is the last step of Reconcile, deferred so that it runs whatever
+// the Reconcile's own steps did:
+//
+//	defer func() { res, err = r.Readiness.Status(ctx, gb, res, err) }()
+//
+// obj is the owner as Reconcile read it, res and err what the Reconcile
+// returns. It is [wgstatus.Writer.Write]: it writes obj's kstatus trio and
+// status.observedGeneration in one status update when a reader would see
+// a change, then records the Event; obj takes the status written and its
+// resourceVersion, so a second call writes nothing. A Reconcile that
+// failed publishes it (see package wgstatus): a transient error is
+// Reconciling, a [reconcile.TerminalError] or one that lasts past the
+// progress deadline is Stalled, never Ready=True for a generation that was
+// not reconciled. What it returns is the Reconcile's result and error,
+// but: a conflict (the Reconcile's own, or the status write's that kept
+// conflicting) returns no error and a requeue after
+// [wgstatus.ConflictRetry] (controller-runtime logs every error at error
+// level, and a conflict is routine); an owner deleted under the Reconcile
+// is forgotten and returns neither; a manager stopping returns no error;
+// a status write the API server refused is joined to err (a kind without
+// a status subresource says so).
 //
 // The first call also tells the standby writer that the controller's
-// workers run. On a nil Owner it does nothing: a reconciler made without
-// one (the scaffold's own controller test, say) still runs.
-func (o *Owner) Status(ctx context.Context, obj client.Object) error {
+// workers run. On a nil Owner it returns res and err: a reconciler made
+// without one (the scaffold's own controller test, say) still runs.
+func (o *Owner) Status(ctx context.Context, obj client.Object, res reconcile.Result, err error) (reconcile.Result, error) {
 	if o == nil {
-		return nil
+		return res, err
 	}
 	o.mu.Lock()
 	o.reconciled = true
@@ -374,53 +385,86 @@ func (o *Owner) Status(ctx context.Context, obj client.Object) error {
 	key := client.ObjectKeyFromObject(obj)
 	o.followed(obj)
 	o.track(key)
-	gen := obj.GetGeneration()
-	first, wrote := true, false
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		target := obj
-		if !first {
-			fresh, err := o.newObj()
-			if err != nil {
-				return err
-			}
-			if err := o.cfg.APIReader.Get(ctx, key, fresh); err != nil {
-				return err
-			}
-			target = fresh
+	u, cerr := o.unstructured(obj)
+	if cerr != nil {
+		return res, errors.Join(err, cerr)
+	}
+	reconcileErr := err
+	if errors.Is(err, reconcile.TerminalError(nil)) {
+		reconcileErr = wgstatus.Terminal(err)
+	}
+	out := o.status.Write(ctx, u, reconcileErr)
+	switch out.Outcome {
+	case wgstatus.Written:
+		if cerr := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); cerr != nil {
+			obj.SetResourceVersion(u.GetResourceVersion())
 		}
-		first = false
-		rv, err := o.write(ctx, target, gen, false)
-		if err == nil && rv != "" {
-			obj.SetResourceVersion(rv)
-			wrote = true
-		}
-		return err
-	})
-	if err == nil && !wrote {
+	case wgstatus.Unchanged:
 		// Nothing written, so no NotFound could tell that the owner was
 		// deleted under the reconcile, after its delete event forgot it
 		// and before this Status tracked it again: ask the client (the
 		// manager's reads from its cache).
-		err = o.exists(ctx, key)
-	}
-	switch {
-	case apierrors.IsNotFound(err):
-		// Deleted under the reconcile: routine. Its delete event may
-		// have come before this Status tracked it again.
-		o.forget(key)
-		return nil
-	case err != nil && ctx.Err() != nil:
+		if apierrors.IsNotFound(o.exists(ctx, key)) {
+			o.forget(key, obj.GetUID())
+			return res, nil
+		}
+	case wgstatus.Deleted:
+		o.forget(key, obj.GetUID())
+		return res, nil
+	case wgstatus.Cancelled:
 		// The manager is stopping: the next one reconciles the owner
 		// again. Nothing failed that a log at error level should show.
-		return nil
-	case apierrors.IsConflict(err):
-		// Someone else wrote the owner each time it was read again: look
-		// again shortly, quietly (controller-runtime logs every error a
-		// Reconcile returns at error level, and a conflict is routine).
-		o.requeueAfter(key, conflictRetry)
-		return nil
+		return res, nil
+	case wgstatus.Conflict:
+		res.RequeueAfter = min(nonZero(res.RequeueAfter), out.RequeueAfter)
+		return res, nil
+	case wgstatus.Failed:
+		return res, errors.Join(err, out.Err)
 	}
-	return err
+	return res, err
+}
+
+// nonZero is d, or the longest duration when d is zero (no requeue asked).
+func nonZero(d time.Duration) time.Duration {
+	if d <= 0 {
+		return time.Duration(1<<63 - 1)
+	}
+	return d
+}
+
+// unstructured is obj as the status step writes it: any owner type's
+// status.conditions and status.observedGeneration, through the one
+// representation, whatever fields its Go type declares.
+func (o *Owner) unstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
+	m, err := toUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("wgctrl: %w", err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(o.gvk)
+	return u, nil
+}
+
+// updateStatus is the status step's write: the manager's client.
+func (o *Owner) updateStatus(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
+	u, err := o.unstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.cfg.Client.Status().Update(ctx, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// getLive is the status step's read past the cache.
+func (o *Owner) getLive(ctx context.Context, key types.NamespacedName) (runtime.Object, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(o.gvk)
+	if err := o.cfg.APIReader.Get(ctx, key, u); err != nil {
+		return nil, err
+	}
+	return u, nil
 }
 
 // exists returns the client's NotFound when key's owner is gone.
@@ -435,105 +479,20 @@ func (o *Owner) exists(ctx context.Context, key types.NamespacedName) error {
 	return nil
 }
 
-// conflictRetry is how soon an owner whose status write kept conflicting
-// is reconciled again.
-const conflictRetry = 200 * time.Millisecond
+// sightings feeds the Grader's time-to-first-Ready with the owner kind's
+// resource as the RESTMapper says it.
+type sightings struct{ o *Owner }
 
-// requeueAfter queues key for the controller after d, once its sources
-// have started.
-func (o *Owner) requeueAfter(key types.NamespacedName, d time.Duration) {
-	o.mu.Lock()
-	q := o.queue
-	o.mu.Unlock()
-	if q != nil {
-		q.AddAfter(reconcile.Request{NamespacedName: key}, d)
-	}
+func (s sightings) Observe(_ schema.GroupResource, obj metav1.Object, ready *metav1.Condition) wgmetrics.FirstReadyResult {
+	return s.o.g.firstReady.Observe(s.o.resource(), obj, ready)
 }
 
-// write writes obj's trio and observedGeneration for generation gen when
-// they changed, and records the Event; nothing when obj's status is for a
-// newer generation already. With standby it writes only what must not
-// wait for the controller's workers ([wgreadiness.Accumulator.ApplyStandby]).
-// It returns the resourceVersion written, or "" when nothing was.
-func (o *Owner) write(ctx context.Context, obj client.Object, gen int64, standby bool) (string, error) {
-	u, err := toUnstructured(obj)
-	if err != nil {
-		return "", fmt.Errorf("wgctrl: %w", err)
-	}
-	before, observed, err := readStatus(u)
-	if err != nil {
-		return "", fmt.Errorf("wgctrl: %s %s: %w", o.gvk.Kind, client.ObjectKeyFromObject(obj), err)
-	}
-	o.sight(obj, before)
-	if standby && observed > 0 {
-		// No Reconcile of this process has run: the standby writer writes
-		// for the generation an earlier one observed, never for one no
-		// Reconcile handled (a spec change while the workers wait).
-		gen = observed
-	}
-	if observed > gen {
-		return "", nil // a newer generation's status: not ours to write over
-	}
-	after := slices.Clone(before)
-	var changed bool
-	if standby {
-		if !o.acc.ApplyStandby(client.ObjectKeyFromObject(obj), &after, gen, o.g.clock.Now()) {
-			return "", nil
-		}
-		changed = true
-	} else {
-		changed = o.acc.Apply(client.ObjectKeyFromObject(obj), &after, gen, o.g.clock.Now())
-	}
-	o.mu.Lock()
-	pruned := o.pruned
-	o.mu.Unlock()
-	if !changed && (observed == gen || pruned || !wgreadiness.Observes(after, gen)) {
-		// Nothing to write: observedGeneration alone over no trio would read
-		// as Current to kstatus.
-		return "", nil
-	}
-	if err := writeStatus(u, after, gen); err != nil {
-		return "", fmt.Errorf("wgctrl: %w", err)
-	}
-	uo := &unstructured.Unstructured{Object: u}
-	uo.SetGroupVersionKind(o.gvk)
-	if err := o.cfg.Client.Status().Update(ctx, uo); err != nil {
-		return "", err
-	}
-	if _, found, _ := unstructured.NestedInt64(uo.Object, "status", "observedGeneration"); !found && gen != 0 {
-		o.mu.Lock()
-		first := !o.pruned
-		o.pruned = true
-		o.mu.Unlock()
-		if first {
-			o.log.Error(errors.New("status.observedGeneration was dropped by the API server"),
-				"add `ObservedGeneration int64 `json:\"observedGeneration,omitempty\"`` to the status type and regenerate the CRD: kstatus and kubectl wait read it")
-		}
-	}
-	o.sight(uo, after)
-	o.events.Record(obj, before, after)
-	return uo.GetResourceVersion(), nil
-}
+func (s sightings) Delete(uid types.UID) { s.o.g.firstReady.Delete(uid) }
 
-// sight feeds the time-to-first-Ready metrics one sighting of an owner
-// object, with its conditions as they are.
-func (o *Owner) sight(obj metav1.Object, conds []metav1.Condition) {
-	o.g.firstReady.Observe(o.resource(), obj, meta.FindStatusCondition(conds, wgreadiness.ConditionReady))
-}
-
-// sightAny is sight for an object of the owner informer's.
+// sightAny feeds time-to-first-Ready an object of the owner informer's.
 func (o *Owner) sightAny(x any) {
-	m, err := meta.Accessor(x)
-	ro, ok := x.(runtime.Object)
-	if err != nil || !ok {
-		return
-	}
-	u, err := toUnstructured(ro)
-	if err != nil {
-		return
-	}
-	if conds, _, err := readStatus(u); err == nil {
-		o.sight(m, conds)
+	if ro, ok := x.(runtime.Object); ok {
+		o.status.Sight(ro)
 	}
 }
 
@@ -667,10 +626,7 @@ func (o *Owner) followOwners(ctx context.Context) {
 				x = d.Obj
 			}
 			if m, err := meta.Accessor(x); err == nil {
-				o.g.firstReady.Delete(m.GetUID())
-			}
-			if k, ok := key(x); ok {
-				o.forget(k)
+				o.forget(types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}, m.GetUID())
 			}
 		},
 	})
@@ -893,9 +849,10 @@ func (o *Owner) informerError(obj client.Object, err error, notServed func()) {
 	}
 }
 
-// forget drops key, deleted: its gates, streams and tracked extras.
-func (o *Owner) forget(key types.NamespacedName) {
-	o.acc.RemoveOwner(key)
+// forget drops key, deleted: everywhere the status step holds it (gates,
+// streams, its time-to-first-Ready claim), and its tracked extras.
+func (o *Owner) forget(key types.NamespacedName, uid types.UID) {
+	o.status.Forget(key, uid)
 	o.mu.Lock()
 	delete(o.extra, key)
 	delete(o.follows, key)
@@ -930,8 +887,20 @@ func (o *Owner) writeNext(ctx context.Context, standby workqueue.TypedRateLimiti
 	obj, err := o.newObj()
 	if err == nil {
 		err = o.cfg.Client.Get(ctx, key, obj)
-		if err == nil {
-			_, err = o.write(ctx, obj, obj.GetGeneration(), true)
+	}
+	var u *unstructured.Unstructured
+	if err == nil {
+		u, err = o.unstructured(obj)
+	}
+	if err == nil {
+		out := o.status.Standby(ctx, u)
+		switch out.Outcome {
+		case wgstatus.Conflict:
+			err = apierrors.NewConflict(o.resource(), key.Name, errors.New("the status write kept conflicting"))
+		case wgstatus.Failed:
+			err = out.Err
+		case wgstatus.Cancelled:
+			return true
 		}
 	}
 	switch {
@@ -945,4 +914,14 @@ func (o *Owner) writeNext(ctx context.Context, standby workqueue.TypedRateLimiti
 		standby.AddRateLimited(key)
 	}
 	return true
+}
+
+// toUnstructured returns obj as the JSON-compatible map a status write is
+// made of, so that any kind whose status has conditions (and
+// observedGeneration) can be written without methods of its own.
+func toUnstructured(obj runtime.Object) (map[string]any, error) {
+	if u, ok := obj.(runtime.Unstructured); ok {
+		return runtime.DeepCopyJSON(u.UnstructuredContent()), nil
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 }

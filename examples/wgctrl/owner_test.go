@@ -411,7 +411,7 @@ func TestStatusRejectsBadStatus(t *testing.T) {
 				"metadata": map[string]any{"name": "gb", "namespace": "shop", "generation": int64(1)},
 				"status":   tc.status,
 			}}
-			if err := f.owner.Status(t.Context(), u); err == nil {
+			if err := statusErr(f.owner, t, u); err == nil {
 				t.Errorf("Status(%v) = nil, want an error", tc.status)
 			}
 		})
@@ -782,7 +782,7 @@ func TestStatusAfterAConflictWritesTheReconciledGeneration(t *testing.T) {
 	if err := c.Get(t.Context(), gbKey, read); err != nil {
 		t.Fatal(err)
 	}
-	if err := owner.Status(t.Context(), read); err != nil {
+	if err := statusErr(owner, t, read); err != nil {
 		t.Fatalf("Status() = %v", err)
 	}
 	got := &Guestbook{}
@@ -806,7 +806,7 @@ func TestStatusAfterAConflictWritesTheReconciledGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := read.DeepCopyObject().(*Guestbook) // as the cache had it: a conflict
-	if err := owner.Status(t.Context(), stale); err != nil {
+	if err := statusErr(owner, t, stale); err != nil {
 		t.Fatalf("Status() of a stale read = %v", err)
 	}
 	if err := base.Get(t.Context(), gbKey, got); err != nil {
@@ -851,7 +851,7 @@ func TestStatusOfADeletedOwnerIsQuiet(t *testing.T) {
 				if err := f.client.Delete(t.Context(), gb); err != nil {
 					t.Fatal(err)
 				}
-				if err := f.owner.Status(t.Context(), gb); err != nil {
+				if err := statusErr(f.owner, t, gb); err != nil {
 					t.Errorf("Status() of a deleted owner = %v, want nil", err)
 				}
 				if g := f.owner.Accumulator().Gates(gbKey); g != nil {
@@ -976,4 +976,49 @@ func guestbookOwner(t *testing.T, c client.Client) *wgctrl.Owner {
 		t.Fatal(err)
 	}
 	return owner
+}
+
+// Status called twice in one Reconcile (a Reconcile that writes the status
+// on an early return and again in its deferred step, say) sees what the
+// first call wrote: one write, one Warning for one stall.
+func TestStatusTwiceInOneReconcileRecordsOneWarning(t *testing.T) {
+	f := newFixture(t)
+	f.owner.Accumulator().SetGate(gbKey, wgreadiness.Stalled("Spec", "InvalidSpec", "spec.replicas must be positive"))
+	gb := f.guestbook(t)
+	for range 2 {
+		if err := statusErr(f.owner, t, gb); err != nil {
+			t.Fatalf("Status() = %v", err)
+		}
+	}
+	if got := f.events(); len(got) != 1 {
+		t.Errorf("Events = %q, want one Warning", got)
+	}
+}
+
+// An owner kind whose CRD serves no status subresource answers every
+// status write NotFound: that is not a deletion. The owner stays tracked
+// and the error names the fix.
+func TestStatusWithoutAStatusSubresourceIsAnError(t *testing.T) {
+	gb := &Guestbook{ObjectMeta: metav1.ObjectMeta{Name: gbKey.Name, Namespace: gbKey.Namespace, Generation: 1}}
+	c := fake.NewClientBuilder().WithScheme(newScheme()).WithObjects(gb).Build() // no WithStatusSubresource
+	owner := guestbookOwner(t, c)
+	owner.Accumulator().SetGate(gbKey, wgreadiness.Established("Spec", "Valid", "the spec is valid"))
+	read := &Guestbook{}
+	if err := c.Get(t.Context(), gbKey, read); err != nil {
+		t.Fatal(err)
+	}
+	err := statusErr(owner, t, read)
+	if err == nil || !strings.Contains(err.Error(), "subresource") {
+		t.Errorf("Status() = %v, want an error naming the status subresource", err)
+	}
+	if g := owner.Accumulator().Gates(gbKey); g == nil {
+		t.Errorf("the owner was forgotten: it was taken for deleted")
+	}
+}
+
+// statusErr is the status step of a Reconcile that succeeded, as its
+// deferred call returns it: the error only.
+func statusErr(o *wgctrl.Owner, t *testing.T, obj client.Object) error {
+	_, err := o.Status(t.Context(), obj, ctrl.Result{}, nil)
+	return err
 }

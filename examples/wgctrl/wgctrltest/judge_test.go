@@ -4,7 +4,6 @@ package wgctrltest_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	mathrand "math/rand"
@@ -286,12 +285,12 @@ type gatedReconciler struct {
 	Readiness *wgctrl.Owner
 }
 
-func (r *gatedReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+func (r *gatedReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	gb := &Guestbook{}
 	if err := r.Get(ctx, req.NamespacedName, gb); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	defer func() { err = errors.Join(err, r.Readiness.Status(ctx, gb)) }()
+	defer func() { res, err = r.Readiness.Status(ctx, gb, res, err) }()
 	// Each gate set or removed as it is, never both: a gate removed and
 	// set again moves the verdict twice, and the Owner requeues the owner.
 	acc, key := r.Readiness.Accumulator(), req.NamespacedName

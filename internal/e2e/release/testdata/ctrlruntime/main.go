@@ -72,12 +72,12 @@ type GuestbookReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-func (r *GuestbookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+func (r *GuestbookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	gb := &Guestbook{} // its status gains ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	if err := r.Get(ctx, req.NamespacedName, gb); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	defer func() { err = errors.Join(err, r.Readiness.Status(ctx, gb)) }()
+	defer func() { res, err = r.Readiness.Status(ctx, gb, res, err) }()
 	return ctrl.Result{}, nil
 }
 
