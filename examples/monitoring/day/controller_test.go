@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -21,6 +19,7 @@ import (
 	"github.com/watchgrade/watchgrade/examples/watchtarget"
 	wgmetrics "github.com/watchgrade/watchgrade/metrics"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
 )
@@ -141,6 +140,7 @@ type controller struct {
 	reg     *prometheus.Registry
 	metrics *wgmetrics.WatchMetrics
 	acc     *wgreadiness.Accumulator
+	status  *wgstatus.Writer
 	queue   chan types.NamespacedName
 	handler http.Handler
 
@@ -169,6 +169,12 @@ func (c *cluster) start(t *testing.T) *controller {
 		case <-ctl.ctx.Done():
 		}
 	}}); err != nil {
+		t.Fatal(err)
+	}
+	if ctl.status, err = wgstatus.New(wgstatus.Options{
+		Accumulator: ctl.acc, Resource: watchtarget.Resource.GroupResource(),
+		Update: func(_ context.Context, obj runtime.Object) (runtime.Object, error) { return c.targets.Update(obj) },
+	}); err != nil {
 		t.Fatal(err)
 	}
 	cc, err := monitoring.NewConditionCollector(monitoring.ConditionCollectorOptions{Name: "watchtarget", Objects: viewLister{ctl}})
@@ -252,8 +258,8 @@ func (ctl *controller) sync() {
 	}
 }
 
-// work reconciles: the trio and observedGeneration in one status write
-// when the verdict changed, as examples/clientgo's reconcile does.
+// work reconciles: the status step (wgstatus.Writer.Write) on the
+// target as stored, as examples/clientgo's reconcile does.
 func (ctl *controller) work() {
 	for {
 		select {
@@ -264,14 +270,8 @@ func (ctl *controller) work() {
 			if wt == nil {
 				continue
 			}
-			wt = wt.DeepCopy()
-			conds := slices.Clone(wt.Status.Conditions)
-			if !ctl.acc.Apply(key, &conds, wt.Generation, time.Now()) && wt.Status.ObservedGeneration == wt.Generation {
-				continue
-			}
-			wt.Status.Conditions, wt.Status.ObservedGeneration = conds, wt.Generation
-			if _, err := ctl.c.targets.Update(wt); err != nil {
-				ctl.c.t.Errorf("status write of %s: %v", key, err)
+			if res := ctl.status.Write(ctl.ctx, wt.DeepCopy(), nil); res.Err != nil {
+				ctl.c.t.Errorf("status write of %s: %v", key, res.Err)
 			}
 		}
 	}

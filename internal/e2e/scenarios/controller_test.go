@@ -25,6 +25,7 @@ import (
 	wgevents "github.com/watchgrade/watchgrade/events"
 	wgmetrics "github.com/watchgrade/watchgrade/metrics"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 )
 
@@ -39,6 +40,7 @@ type ownerController struct {
 	acc     *wgreadiness.Accumulator
 	events  *countingRecorder
 	rec     *wgevents.Recorder
+	status  *wgstatus.Writer
 	metrics *wgmetrics.WatchMetrics
 	reg     *prometheus.Registry
 
@@ -114,6 +116,19 @@ func restartOwner(t *testing.T, cfg dynamic.Interface, kube kubernetes.Interface
 		t.Fatal(err)
 	}
 	c.acc = acc
+	widgets := cfg.Resource(widgetsGVR).Namespace(ns)
+	c.status, err = wgstatus.New(wgstatus.Options{
+		Accumulator: acc, Events: rec, Resource: widgetsGVR.GroupResource(),
+		Update: func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
+			return widgets.UpdateStatus(ctx, obj.(*unstructured.Unstructured), metav1.UpdateOptions{})
+		},
+		Get: func(ctx context.Context, key types.NamespacedName) (runtime.Object, error) {
+			return widgets.Get(ctx, key.Name, metav1.GetOptions{})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.acc.Track(c.key, streams...)
 	go c.run()
 	t.Cleanup(c.stop)
@@ -168,31 +183,25 @@ func (c *ownerController) run() {
 	}
 }
 
-// reconcile writes the owner's trio and status.observedGeneration in one
-// status update, and records an Event only after that write succeeded.
+// reconcile is the status step (wgstatus.Writer.Write): the owner's trio
+// and status.observedGeneration in one status update, an Event only after
+// that write succeeded.
 func (c *ownerController) reconcile(ctx context.Context) error {
-	r := c.client.Resource(widgetsGVR).Namespace(ns)
-	obj, err := r.Get(ctx, c.key.Name, metav1.GetOptions{})
+	obj, err := c.client.Resource(widgetsGVR).Namespace(ns).Get(ctx, c.key.Name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	before, err := conditionsOf(obj)
-	if err != nil {
-		return err
-	}
-	after := append([]metav1.Condition(nil), before...)
-	if !c.acc.Apply(c.key, &after, obj.GetGeneration(), time.Now()) {
+	res := c.status.Write(ctx, obj, nil)
+	switch {
+	case res.Err != nil:
+		return res.Err
+	case res.Outcome == wgstatus.Conflict:
+		return fmt.Errorf("status write of %s kept conflicting", c.key)
+	case res.Outcome != wgstatus.Written:
 		return nil
 	}
-	if err := setConditions(obj, after); err != nil {
-		return err
-	}
-	updated, err := r.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
-	if err != nil {
-		return err
-	}
-	w := written{at: time.Now(), stalled: meta.IsStatusConditionTrue(after, wgreadiness.ConditionStalled)}
-	if r := meta.FindStatusCondition(after, wgreadiness.ConditionReady); r != nil {
+	w := written{at: time.Now(), stalled: meta.IsStatusConditionTrue(res.After, wgreadiness.ConditionStalled)}
+	if r := meta.FindStatusCondition(res.After, wgreadiness.ConditionReady); r != nil {
 		w.ready, w.reason = r.Status, r.Reason
 	}
 	c.mu.Lock()
@@ -203,7 +212,6 @@ func (c *ownerController) reconcile(ctx context.Context) error {
 	}
 	c.wrote = make(chan struct{})
 	c.mu.Unlock()
-	c.rec.Record(updated, before, after)
 	return nil
 }
 
@@ -358,21 +366,6 @@ func conditionsOf(obj *unstructured.Unstructured) ([]metav1.Condition, error) {
 		out = append(out, cond)
 	}
 	return out, nil
-}
-
-func setConditions(obj *unstructured.Unstructured, conds []metav1.Condition) error {
-	raw := make([]any, 0, len(conds))
-	for i := range conds {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&conds[i])
-		if err != nil {
-			return err
-		}
-		raw = append(raw, m)
-	}
-	if err := unstructured.SetNestedSlice(obj.Object, raw, "status", "conditions"); err != nil {
-		return err
-	}
-	return unstructured.SetNestedField(obj.Object, obj.GetGeneration(), "status", "observedGeneration")
 }
 
 // countingRecorder counts the Events the library asks for, by type, and
