@@ -2,7 +2,9 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,7 +60,10 @@ type process struct {
 	status    *wgstatus.Writer
 	// lastWrite and lastWritten are the status step's last write, as the
 	// store recorded it and answered (guarded by w.mu).
-	lastWrite   *write
+	lastWrite *write
+	// errorLines are what the controller logged at error level: the
+	// status step's Failed outcomes.
+	errorLines  []string
 	lastWritten *ownerObj
 	q           *queue
 	workerDone  chan struct{}
@@ -373,31 +378,97 @@ func (p *process) reconcile(key types.NamespacedName) {
 	p.w.mu.Lock()
 	n := len(p.events)
 	p.w.mu.Unlock()
-	var res wgstatus.Result
-	if workers {
-		res = p.status.Write(p.ctx, obj, nil)
-	} else {
-		res = p.status.Standby(p.ctx, obj)
+	// The Reconcile's own work, as the world has it go: nil, or an error
+	// its status step makes a gate of.
+	var idx int
+	for i := range p.w.h.owners {
+		if ownerKey(i) == key {
+			idx = i
+		}
+	}
+	reconcileErr := p.w.reconcileErr(idx)
+	calls := 1
+	if workers && p.w.h.twice {
+		calls = 2 // a Reconcile that writes its status early and at its end
+	}
+	var steps []stepped
+	for range calls {
+		var res wgstatus.Result
+		if workers {
+			res = p.status.Write(p.ctx, obj, reconcileErr)
+		} else {
+			res = p.status.Standby(p.ctx, obj)
+		}
+		// What this step wrote and recorded, before the next step.
+		st := stepped{res: res, from: n}
+		p.w.mu.Lock()
+		st.wr, st.updated, st.to = p.lastWrite, p.lastWritten, len(p.events)
+		p.w.mu.Unlock()
+		n = st.to
+		steps = append(steps, st)
+		if res.Outcome != wgstatus.Written {
+			break
+		}
 	}
 	p.following.Unlock()
-	switch res.Outcome {
+	for _, st := range steps {
+		p.outcome(key, obj, st)
+	}
+	// A failed Reconcile is retried, as controller-runtime's workqueue
+	// does with its backoff; a terminal one is not.
+	if workers && reconcileErr != nil && !wgstatus.IsTerminal(reconcileErr) {
+		time.AfterFunc(reconcileRetry, func() {
+			if p.ctx.Err() == nil {
+				p.q.add(key)
+			}
+		})
+	}
+}
+
+// reconcileRetry is how long a failed Reconcile waits to run again: about
+// where client-go's default controller rate limiter's backoff is after a
+// dozen failures.
+const reconcileRetry = 10 * time.Second
+
+// stepped is one status step of a Reconcile: its result, the write it
+// made (the store's record and the object written) and the Events
+// recorded during it (p.events[from:to]).
+type stepped struct {
+	res      wgstatus.Result
+	wr       *write
+	updated  *ownerObj
+	from, to int
+}
+
+// outcome is what the controller does with a status step's result: read
+// afresh after a conflict, log an error (counted) for what the step says
+// is one, and after a write, the events.k8s.io recorder's Event and the
+// write's watch event.
+func (p *process) outcome(key types.NamespacedName, obj runtime.Object, st stepped) {
+	switch st.res.Outcome {
 	case wgstatus.Conflict:
 		p.q.add(key) // read afresh
+		return
+	case wgstatus.Failed:
+		p.w.mu.Lock()
+		p.errorLines = append(p.errorLines, fmt.Sprintf("%v %s: %v", p.w.now(), key, st.res.Err))
+		p.w.mu.Unlock()
 		return
 	case wgstatus.Written:
 	default:
 		return
 	}
-	p.evs.Record(obj, res.Before, res.After)
 	p.w.mu.Lock()
-	wr := p.lastWrite
-	for _, e := range p.events[n:] {
-		wr.events[e.kind] = append(wr.events[e.kind], e)
+	m := len(p.events)
+	p.w.mu.Unlock()
+	p.evs.Record(obj, st.res.Before, st.res.After)
+	p.w.mu.Lock()
+	for _, e := range slices.Concat(p.events[st.from:st.to], p.events[m:]) {
+		st.wr.events[e.kind] = append(st.wr.events[e.kind], e)
 	}
-	updated := p.lastWritten
 	p.w.mu.Unlock()
 	// The write's watch event.
-	p.ownerEvent(updated, false)
+	p.ownerEvent(st.updated, false)
 }
 
 // updateStatus is the status step's Update: the store's status write.

@@ -126,7 +126,13 @@ type history struct {
 	// before it (with more than a minute to spare) predate the
 	// controller: they are never witnessed.
 	firstStart time.Duration
-	steps      []step
+	// failing counts the spans in which an owner's Reconcile fails (the
+	// steps "reconcile fails" and "reconcile succeeds").
+	failing int
+	// twice has each Reconcile call the status step twice, as a
+	// Reconcile that writes its status early and again at its end does.
+	twice bool
+	steps []step
 	// quiet are the windows kept free around quiet restarts.
 	quiet []span
 	// episodes are the quiet controller restarts over a fault.
@@ -166,8 +172,8 @@ type episode struct {
 
 func (h history) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed=%d horizon=%v owners=%d first_start=%v streams_condition=%q empty=%q start_grace=%v lag_now=%d persist=%v progress_deadline=%v standby=%v(%v,kinds=%b) streams=[",
-		h.seed, h.horizon, h.owners, h.firstStart, h.rollup.StreamsCondition, h.rollup.Empty, h.startGrace, h.lagNow, h.persist, h.deadline(), h.standby, h.standbyFor, h.kinds)
+	fmt.Fprintf(&b, "seed=%d horizon=%v owners=%d first_start=%v streams_condition=%q empty=%q start_grace=%v lag_now=%d persist=%v progress_deadline=%v standby=%v(%v,kinds=%b) step_twice=%v streams=[",
+		h.seed, h.horizon, h.owners, h.firstStart, h.rollup.StreamsCondition, h.rollup.Empty, h.startGrace, h.lagNow, h.persist, h.deadline(), h.standby, h.standbyFor, h.kinds, h.twice)
 	for i, s := range h.streams {
 		if i > 0 {
 			b.WriteString(" ")
@@ -464,6 +470,31 @@ func generate(seed uint64, c *chooser) history {
 			quietUntil = to
 		}
 	}
+	// Reconciles that fail (chosen last, so that the histories of a seed
+	// are otherwise as they were): an owner's Reconcile returns an error
+	// from one step to another, retried, shorter than the status step's
+	// progress deadline, or a terminal one, not retried, until the spec
+	// or the world is fixed; and, in some histories, a Reconcile that
+	// calls the status step twice.
+	if c.Intn(3) == 0 {
+		for range 1 + c.Intn(2) {
+			o, terminal := owner(), c.Intn(4) == 0
+			from := c.LogDuration(time.Second, h.horizon)
+			long := c.LogDuration(time.Second, wgwatch.DefaultProgressDeadline-time.Minute)
+			if terminal {
+				long = c.LogDuration(time.Second, time.Hour)
+			}
+			g := nextGroup()
+			kind := "transient"
+			if terminal {
+				kind = "terminal"
+			}
+			add(from, g, fmt.Sprintf("o%d reconcile fails (%s)", o, kind), func(w *world) { w.failReconcile(o, terminal) })
+			add(from+long, g, fmt.Sprintf("o%d reconcile succeeds", o), func(w *world) { w.reconcileSucceeds(o) })
+			h.failing++
+		}
+	}
+	h.twice = c.Intn(6) == 0
 	h.dropInQuiet()
 	h.steps = slices.DeleteFunc(h.steps, func(s step) bool { return s.at >= h.horizon && !strings.HasPrefix(s.desc, "off ") })
 	slices.SortStableFunc(h.steps, func(a, b step) int { return int(a.at - b.at) })

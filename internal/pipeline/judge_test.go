@@ -55,6 +55,8 @@ type verdict struct {
 	// firstSyncWrites counts new owners whose first write was made for
 	// streams still starting within the start grace.
 	firstSyncWrites int
+	// errorLines counts the controller's error-level log lines.
+	errorLines int
 	// firstSyncs counts the new owners' first writes checked.
 	firstSyncs int
 	// What the history exercised, so that a line of zeros is not empty.
@@ -86,7 +88,7 @@ func (v *verdict) add(counter *int, format string, args ...any) {
 
 func (v verdict) failed() bool {
 	return v.falseWarnings+v.missedWarnings+v.readyWhileIncomplete+v.heldTooLong+
-		v.restartWrites+v.noopWrites+v.kstatusDisagree+v.firstReadyWrong+v.firstSyncWrites > 0
+		v.restartWrites+v.noopWrites+v.kstatusDisagree+v.firstReadyWrong+v.firstSyncWrites+v.errorLines > 0
 }
 
 func (v *verdict) sum(o verdict) {
@@ -99,6 +101,7 @@ func (v *verdict) sum(o verdict) {
 	v.kstatusDisagree += o.kstatusDisagree
 	v.firstReadyWrong += o.firstReadyWrong
 	v.firstSyncWrites += o.firstSyncWrites
+	v.errorLines += o.errorLines
 	v.firstSyncs += o.firstSyncs
 	v.writes += o.writes
 	v.warnings += o.warnings
@@ -408,6 +411,14 @@ func judge(w *world, end time.Duration) (v verdict) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	truths := w.truths(end)
+	// Every line the controller logged at error level: the status step
+	// says a write failed (none of this world's does: a conflict, a
+	// deletion or a stopping controller is routine).
+	for _, p := range w.procs {
+		for _, line := range p.errorLines {
+			v.add(&v.errorLines, "process %d logged an error: %s", p.id, line)
+		}
+	}
 	var windows []lifeWindow
 	for _, l := range w.lives {
 		lend := end
@@ -1277,8 +1288,9 @@ func (w *world) log(end time.Duration) string {
 // a ProgressDeadline of 10 minutes, the accumulator given their Policy;
 // controllers with a standby writer, as wgctrl's Owner, writing only what
 // ApplyStandby returns until their caches sync, knowing some of the
-// streams an owner depends on) and checks on each, against its ground
-// truth:
+// streams an owner depends on; Reconciles that fail for a while, retried
+// every reconcileRetry, or with a terminal error; Reconciles that call
+// the status step twice) and checks on each, against its ground truth:
 //
 //   - a Warning is recorded exactly once per escalation to Stalled, on each
 //     recorder kind, and never otherwise; Stalled=True only when a human
@@ -1309,6 +1321,12 @@ func (w *world) log(end time.Duration) string {
 //     agrees with the trio, and readinesstest finds no rule broken;
 //   - one first-Ready outcome per object UID, as the metrics doc promises
 //     it, and each process's registry holds exactly those;
+//   - a Reconcile that fails is a gate of its own (the status step's
+//     GateReconcile: progressing while retried, stalled when terminal),
+//     so Ready=True is never written nor left standing for a generation
+//     whose last Reconcile failed, and a terminal failure is one Warning;
+//   - the controller logs nothing at error level (error_lines): in these
+//     worlds every outcome of the status step is routine;
 //   - a new owner's first sync is one write: no first write over a status
 //     with none of the trio is made for streams still starting within the
 //     start grace (Reconciling, Starting or InitialSync, then Ready).
@@ -1319,7 +1337,7 @@ func TestPipeline(t *testing.T) {
 	start := time.Now()
 	before := runtime.NumGoroutine()
 	var total verdict
-	failed, standby, longDeadline := 0, 0, 0
+	failed, standby, longDeadline, failing, twice := 0, 0, 0, 0, 0
 	for i := range *pipelineHistories {
 		seed := *pipelineSeed + uint64(i)
 		h := generate(seed, &chooser{Rng: rand.New(rand.NewPCG(seed, 19))})
@@ -1328,6 +1346,12 @@ func TestPipeline(t *testing.T) {
 		}
 		if h.deadline() > wgwatch.DefaultProgressDeadline {
 			longDeadline++
+		}
+		if h.failing > 0 {
+			failing++
+		}
+		if h.twice {
+			twice++
 		}
 		var v verdict
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
@@ -1346,14 +1370,15 @@ func TestPipeline(t *testing.T) {
 	}
 	runtime.GC()
 	leaks := max(runtime.NumGoroutine()-before, 0)
-	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d first_sync_writes=%d leaks=%d (writes=%d first_syncs=%d warnings=%d holds=%d view_gaps=%d quiet_restarts_checked=ready:%d,stalled:%d,reconciling:%d,apiserver:%d persisted_starts=valid:%d,expired:%d stall_messages_compared=%d fault_fates=persisted:%d,ended:%d,changed:%d first_ready=%d, %v)\n",
+	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d first_sync_writes=%d error_lines=%d leaks=%d (writes=%d first_syncs=%d warnings=%d holds=%d view_gaps=%d quiet_restarts_checked=ready:%d,stalled:%d,reconciling:%d,apiserver:%d persisted_starts=valid:%d,expired:%d stall_messages_compared=%d fault_fates=persisted:%d,ended:%d,changed:%d first_ready=%d, %v)\n",
 		*pipelineHistories, failed, total.falseWarnings, total.missedWarnings, total.readyWhileIncomplete, total.heldTooLong,
-		total.restartWrites, total.noopWrites, total.kstatusDisagree, total.firstReadyWrong, total.firstSyncWrites, leaks,
+		total.restartWrites, total.noopWrites, total.kstatusDisagree, total.firstReadyWrong, total.firstSyncWrites, total.errorLines, leaks,
 		total.writes, total.firstSyncs, total.warnings, total.held, total.viewGaps, total.quietChecked[0], total.quietChecked[1], total.quietChecked[2], total.quietChecked[3],
 		total.resumedChecked[0], total.resumedChecked[1], total.messagesCompared, total.fates[0], total.fates[1], total.fates[2], total.firstReady, time.Since(start).Round(time.Second))
 	// The worlds beyond faults: controllers with a standby writer (as
-	// wgctrl's Owner), streams with a ProgressDeadline of 10 minutes.
-	fmt.Printf("pipeline: worlds standby_writers=%d progress_deadline_10m=%d\n", standby, longDeadline)
+	// wgctrl's Owner), streams with a ProgressDeadline of 10 minutes,
+	// Reconciles that fail, a status step called twice per Reconcile.
+	fmt.Printf("pipeline: worlds standby_writers=%d progress_deadline_10m=%d failing_reconciles=%d step_twice=%d\n", standby, longDeadline, failing, twice)
 	if leaks > 0 {
 		t.Errorf("%d goroutines more than before the histories", leaks)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/watchgrade/watchgrade/internal/judgekit"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
 )
 
@@ -372,6 +373,41 @@ func (w *world) setGate(o int, name string, level wgreadiness.Level, starting bo
 	w.markGate(o, name, gateMark{present: true, level: level, starting: starting})
 }
 
+// failReconcile has owner o's Reconcile fail from now on: its status step
+// makes the failure a gate of its own (wgstatus.GateReconcile), which the
+// ground truth holds as the caller's gates, progressing while the failure
+// is retried, stalled when it is terminal. The Reconcile runs at once, as
+// the caller's check tells its controller of a gate.
+func (w *world) failReconcile(o int, terminal bool) {
+	level := wgreadiness.LevelProgressing
+	if terminal {
+		level = wgreadiness.LevelStalled
+	}
+	w.markGate(o, wgstatus.GateReconcile, gateMark{present: true, level: level})
+}
+
+// reconcileSucceeds has owner o's Reconcile succeed again, from its next
+// run on (at once: what fixed it tells the controller, as a spec change or
+// a child's event would).
+func (w *world) reconcileSucceeds(o int) {
+	w.markGate(o, wgstatus.GateReconcile, gateMark{})
+}
+
+// reconcileErr is what owner o's Reconcile returns now: nil, an error it
+// retries, or a terminal one.
+func (w *world) reconcileErr(o int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	marks := w.gates[o][wgstatus.GateReconcile]
+	if len(marks) == 0 || !marks[len(marks)-1].present {
+		return nil
+	}
+	if marks[len(marks)-1].level == wgreadiness.LevelStalled {
+		return wgstatus.Terminal(errors.New("spec.replicas: must be at most 5, is 7"))
+	}
+	return errors.New("creating the owner's StatefulSet: the server is currently unable to handle the request")
+}
+
 func (w *world) removeGate(o int, name string) {
 	w.markGate(o, name, gateMark{})
 }
@@ -400,6 +436,9 @@ func (w *world) gatesOf(o int) (present []wgreadiness.Gate, absent []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, name := range slices.Sorted(maps.Keys(w.gates[o])) {
+		if name == wgstatus.GateReconcile {
+			continue // the status step's, from what the Reconcile returns
+		}
 		marks := w.gates[o][name]
 		m := marks[len(marks)-1]
 		if !m.present {
