@@ -41,6 +41,9 @@ type ownerController struct {
 	events  *countingRecorder
 	rec     *wgevents.Recorder
 	status  *wgstatus.Writer
+	// fail is what the Reconcile's own work returns, nil unless a test
+	// sets it (setFail).
+	fail error
 	metrics *wgmetrics.WatchMetrics
 	reg     *prometheus.Registry
 
@@ -191,7 +194,10 @@ func (c *ownerController) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res := c.status.Write(ctx, obj, nil)
+	c.mu.Lock()
+	reconcileErr := c.fail
+	c.mu.Unlock()
+	res := c.status.Write(ctx, obj, reconcileErr)
 	switch {
 	case res.Err != nil:
 		return res.Err
@@ -213,6 +219,18 @@ func (c *ownerController) reconcile(ctx context.Context) error {
 	c.wrote = make(chan struct{})
 	c.mu.Unlock()
 	return nil
+}
+
+// setFail has the Reconcile's own work return err from now on (nil: it
+// succeeds), and reconciles the owner at once.
+func (c *ownerController) setFail(err error) {
+	c.mu.Lock()
+	c.fail = err
+	c.mu.Unlock()
+	select {
+	case c.requeue <- struct{}{}:
+	default:
+	}
 }
 
 // writeLog returns the status writes so far, as "Ready/Reason[+Stalled]".
