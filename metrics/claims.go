@@ -19,6 +19,11 @@ const (
 	// before the tracker could see creations; its first Ready=True is
 	// counted as not witnessed, never observed.
 	claimUnwitnessed
+
+	// claimStalled marks a pending or unwitnessed claim whose first
+	// outcome was a Stalled=True: its first Ready=True is still timed, but
+	// is not a first outcome.
+	claimStalled claimState = 0x80
 )
 
 // claim is one object's entry: 8 bytes with its padding.

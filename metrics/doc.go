@@ -109,6 +109,19 @@
 //	----------------------------------------------  ---------  ----------------
 //	watchgrade_time_to_first_ready_seconds          histogram  resource
 //	watchgrade_time_to_first_ready_rejected_total   counter    resource, reason
+//	watchgrade_first_outcomes_total                 counter    resource, outcome
+//
+// first_outcomes_total counts each object once, by its first outcome
+// since creation: outcome="ready" at its first Ready=True, or
+// outcome="stalled" when Stalled=True came first (a human had to act
+// before it was ever ready). The two exclude each other through the claim
+// that times the first Ready, so an object is never counted twice, nor
+// after a restart that finds it decided. Only [FirstReady.ObserveConditions]
+// sees Stalled; [FirstReady.Observe], given Ready alone, counts the
+// ready outcomes. The share of objects provisioned without a human, over
+// a day:
+//
+//	sum by (resource) (increase(watchgrade_first_outcomes_total{outcome="ready"}[1d])) / sum by (resource) (increase(watchgrade_first_outcomes_total[1d]))
 //
 // Call [FirstReady.Observe] from the reconciler with the object it reads
 // and with the object its status write returns, passing the Ready

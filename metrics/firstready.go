@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -167,6 +168,7 @@ type FirstReady struct {
 
 	durations *prometheus.HistogramVec
 	rejected  *prometheus.CounterVec
+	outcomes  *prometheus.CounterVec
 
 	mu        sync.Mutex
 	claims    claims
@@ -232,6 +234,10 @@ func NewFirstReady(reg prometheus.Registerer, opts FirstReadyOptions) (*FirstRea
 			Namespace: ns, Name: "time_to_first_ready_rejected_total",
 			Help: "First Ready=True transitions not observed because their timestamps were missing, reversed or implausible, by resource and reason.",
 		}, []string{LabelResource, LabelReason}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "first_outcomes_total",
+			Help: "Objects by their first outcome since creation, Ready (first Ready=True) or Stalled (Stalled=True before any Ready=True), by resource; one per object.",
+		}, []string{LabelResource, LabelOutcome}),
 		claims:    newClaims(),
 		known:     make(map[schema.GroupResource]string),
 		witnesses: make(map[witnessKey]witness),
@@ -260,13 +266,32 @@ func NewFirstReady(reg prometheus.Registerer, opts FirstReadyOptions) (*FirstRea
 func (f *FirstReady) Describe(ch chan<- *prometheus.Desc) {
 	f.durations.Describe(ch)
 	f.rejected.Describe(ch)
+	f.outcomes.Describe(ch)
 }
 
 // Collect implements [prometheus.Collector].
 func (f *FirstReady) Collect(ch chan<- prometheus.Metric) {
 	f.durations.Collect(ch)
 	f.rejected.Collect(ch)
+	f.outcomes.Collect(ch)
 }
+
+// The values of label outcome of first_outcomes_total: an object's first
+// outcome since its creation.
+const (
+	// FirstOutcomeReady: its first Ready=True came before any
+	// Stalled=True.
+	FirstOutcomeReady = "ready"
+	// FirstOutcomeStalled: Stalled=True came before any Ready=True (seen
+	// only through [FirstReady.ObserveConditions]).
+	FirstOutcomeStalled = "stalled"
+)
+
+// The kstatus condition types the first outcome reads.
+const (
+	conditionReady   = "Ready"
+	conditionStalled = "Stalled"
+)
 
 // Observe accounts for one sighting of obj, of resource gr, whose Ready
 // condition is ready (nil when it has none; meta.FindStatusCondition
@@ -289,6 +314,20 @@ func (f *FirstReady) Collect(ch chan<- prometheus.Metric) {
 // Call it only where a single replica acts (a reconciler behind leader
 // election): each process keeps its own claims.
 func (f *FirstReady) Observe(gr schema.GroupResource, obj metav1.Object, ready *metav1.Condition) FirstReadyResult {
+	return f.observe(gr, obj, ready, false)
+}
+
+// ObserveConditions is [FirstReady.Observe] of obj with its conditions
+// (status.conditions, as read or as written), which also counts a first
+// outcome of Stalled: an object whose Stalled=True comes before any
+// Ready=True has Stalled as its first outcome in first_outcomes_total,
+// and its later first Ready=True is timed but is not a first outcome.
+func (f *FirstReady) ObserveConditions(gr schema.GroupResource, obj metav1.Object, conds []metav1.Condition) FirstReadyResult {
+	stalled := meta.IsStatusConditionTrue(conds, conditionStalled)
+	return f.observe(gr, obj, meta.FindStatusCondition(conds, conditionReady), stalled)
+}
+
+func (f *FirstReady) observe(gr schema.GroupResource, obj metav1.Object, ready *metav1.Condition, stalled bool) FirstReadyResult {
 	if isNil(obj) || obj.GetUID() == "" {
 		return FirstReadyIgnored
 	}
@@ -301,9 +340,12 @@ func (f *FirstReady) Observe(gr schema.GroupResource, obj metav1.Object, ready *
 	// rule: its first Ready is rejected as missing_creation_timestamp.
 	witnessed := ready != nil || created.IsZero() || !created.Before(f.witnessedSince)
 	res := f.add(gr)
-	outcome := f.claim(obj.GetUID(), status, witnessed, sighting{
+	outcome, first := f.claim(obj.GetUID(), status, stalled, witnessed, sighting{
 		where: witnessKey{gr, obj.GetNamespace()}, created: created, readyAt: readyStamped(obj, ready),
 	})
+	if first != "" {
+		f.outcomes.WithLabelValues(res, first).Inc()
+	}
 	switch outcome {
 	case claimObserve:
 		d, reason := readyDuration(obj, ready, f.maxDuration)
@@ -360,38 +402,52 @@ func readyStamped(obj metav1.Object, ready *metav1.Condition) time.Time {
 	return at
 }
 
-// claim updates uid's claim for a sighting with Ready status, and says
-// what to do; the metrics are touched after the lock is released.
-func (f *FirstReady) claim(uid types.UID, status metav1.ConditionStatus, witnessed bool, s sighting) claimOutcome {
+// claim updates uid's claim for a sighting with Ready status (and
+// Stalled=True when stalled), and says what to do, and which first
+// outcome the sighting is, if any; the metrics are touched after the lock
+// is released.
+func (f *FirstReady) claim(uid types.UID, status metav1.ConditionStatus, stalled, witnessed bool, s sighting) (claimOutcome, string) {
 	now := f.clock.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sweepLocked(now)
 	c, seen := f.claims.get(uid)
 	f.witnessLocked(s, !seen)
+	state, stalledFirst := c.state&^claimStalled, c.state&claimStalled != 0
 	switch {
 	case !seen && (status == metav1.ConditionTrue || status == metav1.ConditionFalse):
 		f.claims.put(uid, claimDone)
-		return claimNothing
+		return claimNothing, ""
 	case !seen && !witnessed:
 		f.claims.put(uid, claimUnwitnessed)
-		return claimStillPending
+		return claimStillPending, ""
 	case !seen:
 		f.claims.put(uid, claimPending)
-		return claimStillPending
-	case c.state == claimDone:
+		return claimStillPending, ""
+	case state == claimDone:
 		f.claims.put(uid, claimDone)
-		return claimNothing
+		return claimNothing, ""
 	case status != metav1.ConditionTrue:
-		f.claims.put(uid, c.state) // seen again: still pending
-		return claimStillPending
+		if !stalled || stalledFirst {
+			f.claims.put(uid, c.state) // seen again: still pending
+			return claimStillPending, ""
+		}
+		// Stalled before any Ready=True: the first outcome.
+		f.claims.put(uid, state|claimStalled)
+		if state == claimUnwitnessed && !f.witnessedLocked(s) {
+			return claimStillPending, ""
+		}
+		return claimStillPending, FirstOutcomeStalled
 	}
 	// Pending (or unwitnessed) and now Ready=True: this call wins.
 	f.claims.put(uid, claimDone)
-	if c.state == claimUnwitnessed && !f.witnessedLocked(s) {
-		return claimNotWitnessed
+	if state == claimUnwitnessed && !f.witnessedLocked(s) {
+		return claimNotWitnessed, ""
 	}
-	return claimObserve
+	if stalledFirst {
+		return claimObserve, ""
+	}
+	return claimObserve, FirstOutcomeReady
 }
 
 // witnessLocked records the Ready condition of an object's first sighting,
@@ -492,6 +548,7 @@ func (f *FirstReady) DeleteResource(gr schema.GroupResource) {
 	match := prometheus.Labels{LabelResource: res}
 	f.durations.DeletePartialMatch(match)
 	f.rejected.DeletePartialMatch(match)
+	f.outcomes.DeletePartialMatch(match)
 }
 
 // add creates the series of gr if they do not exist yet, and returns gr's
@@ -510,6 +567,8 @@ func (f *FirstReady) add(gr schema.GroupResource) string {
 		for _, r := range RejectReasons() {
 			f.rejected.WithLabelValues(res, string(r))
 		}
+		f.outcomes.WithLabelValues(res, FirstOutcomeReady)
+		f.outcomes.WithLabelValues(res, FirstOutcomeStalled)
 	}
 	return res
 }

@@ -184,13 +184,19 @@ watchgrade_time_to_first_ready_rejected_total{reason="missing_ready_time",resour
 watchgrade_time_to_first_ready_rejected_total{reason="not_witnessed",resource="widgets.example.com"} 0
 watchgrade_time_to_first_ready_rejected_total{reason="reversed",resource="widgets.example.com"} 1
 watchgrade_time_to_first_ready_rejected_total{reason="too_long",resource="widgets.example.com"} 0
+# HELP watchgrade_first_outcomes_total Objects by their first outcome since creation, Ready (first Ready=True) or Stalled (Stalled=True before any Ready=True), by resource; one per object.
+# TYPE watchgrade_first_outcomes_total counter
+watchgrade_first_outcomes_total{outcome="ready",resource="configmaps"} 0
+watchgrade_first_outcomes_total{outcome="stalled",resource="configmaps"} 0
+watchgrade_first_outcomes_total{outcome="ready",resource="widgets.example.com"} 3
+watchgrade_first_outcomes_total{outcome="stalled",resource="widgets.example.com"} 0
 `
 	if err := testutil.CollectAndCompare(f, strings.NewReader(want)); err != nil {
 		t.Errorf("CollectAndCompare (-got +want):\n%v", err)
 	}
 
 	f.DeleteResource(widgets)
-	if got, want := testutil.CollectAndCount(f), 6; got != want {
+	if got, want := testutil.CollectAndCount(f), 8; got != want {
 		t.Errorf("CollectAndCount() after DeleteResource = %d, want %d", got, want)
 	}
 }
@@ -297,8 +303,8 @@ func TestFirstReadySeriesDoNotGrowWithObjects(t *testing.T) {
 		return testutil.CollectAndCount(f)
 	}
 	one, many := count(1), count(10000)
-	if one != 6 || many != one {
-		t.Errorf("series for 1 object = %d, for 10000 objects = %d, want 6 for both", one, many)
+	if one != 8 || many != one {
+		t.Errorf("series for 1 object = %d, for 10000 objects = %d, want 8 for both", one, many)
 	}
 }
 

@@ -483,8 +483,8 @@ func (o *Owner) exists(ctx context.Context, key types.NamespacedName) error {
 // resource as the RESTMapper says it.
 type sightings struct{ o *Owner }
 
-func (s sightings) Observe(_ schema.GroupResource, obj metav1.Object, ready *metav1.Condition) wgmetrics.FirstReadyResult {
-	return s.o.g.firstReady.Observe(s.o.resource(), obj, ready)
+func (s sightings) ObserveConditions(_ schema.GroupResource, obj metav1.Object, conds []metav1.Condition) wgmetrics.FirstReadyResult {
+	return s.o.g.firstReady.ObserveConditions(s.o.resource(), obj, conds)
 }
 
 func (s sightings) Delete(uid types.UID) { s.o.g.firstReady.Delete(uid) }

@@ -101,13 +101,14 @@ type viewMark struct {
 	complete bool
 }
 
-// sighting is one call of FirstReady.Observe.
+// sighting is one call of FirstReady.ObserveConditions.
 type sighting struct {
 	at      time.Duration
 	uid     types.UID
 	ns      string
 	created time.Time
 	ready   *metav1.Condition
+	stalled bool // Stalled=True
 	// stamped is when ready was stamped (lastTransitionTime, or the last
 	// status write); zero without ready.
 	stamped time.Time
@@ -315,17 +316,19 @@ func (p *process) follow(o *ownerObj, workers bool) {
 }
 
 func (p *process) sight(o *ownerObj) {
-	sightings{p}.Observe(owners, &o.meta, meta.FindStatusCondition(o.conds, wgreadiness.ConditionReady))
+	sightings{p}.ObserveConditions(owners, &o.meta, o.conds)
 }
 
 // sightings is the FirstReady the status step feeds: p.fr, each call
 // recorded for the judge.
 type sightings struct{ p *process }
 
-func (f sightings) Observe(gr schema.GroupResource, obj metav1.Object, ready *metav1.Condition) wgmetrics.FirstReadyResult {
+func (f sightings) ObserveConditions(gr schema.GroupResource, obj metav1.Object, conds []metav1.Condition) wgmetrics.FirstReadyResult {
 	p := f.p
-	res := p.fr.Observe(gr, obj, ready)
-	s := sighting{at: p.w.now(), uid: obj.GetUID(), ns: obj.GetNamespace(), created: obj.GetCreationTimestamp().Time, result: res}
+	res := p.fr.ObserveConditions(gr, obj, conds)
+	ready := meta.FindStatusCondition(conds, wgreadiness.ConditionReady)
+	s := sighting{at: p.w.now(), uid: obj.GetUID(), ns: obj.GetNamespace(), created: obj.GetCreationTimestamp().Time, result: res,
+		stalled: meta.IsStatusConditionTrue(conds, wgreadiness.ConditionStalled)}
 	if ready != nil {
 		r := *ready
 		s.ready = &r

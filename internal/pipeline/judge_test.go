@@ -61,6 +61,9 @@ type verdict struct {
 	firstSyncs int
 	// What the history exercised, so that a line of zeros is not empty.
 	writes, warnings, firstReady, held, viewGaps int
+	// firstOutcomes counts the first outcomes the registries hold,
+	// firstStalled those that were Stalled.
+	firstOutcomes, firstStalled int
 	// quietChecked counts owners checked across a quiet restart, by the
 	// state they were in when the controller restarted (ready, stalled,
 	// reconciling), then across an apiserver restart.
@@ -116,6 +119,8 @@ func (v *verdict) sum(o verdict) {
 	}
 	v.viewGaps += o.viewGaps
 	v.firstReady += o.firstReady
+	v.firstOutcomes += o.firstOutcomes
+	v.firstStalled += o.firstStalled
 	v.held += o.held
 }
 
@@ -446,6 +451,7 @@ func judge(w *world, end time.Duration) (v verdict) {
 	judgeQuiet(&v, w, end)
 	judgeEpisodes(&v, w, end)
 	judgeFirstReady(&v, w)
+	judgeFirstOutcomes(&v, w)
 	return v
 }
 
@@ -1172,6 +1178,90 @@ func judgeFirstReady(v *verdict, w *world) {
 	}
 }
 
+// judgeFirstOutcomes: each process's first_outcomes_total counts, per
+// object it first saw undecided (Ready absent or Unknown), one outcome:
+// Stalled when it saw Stalled=True before any Ready=True, else Ready at
+// its first Ready=True; nothing for an object first seen decided. An
+// object first seen with no Ready, created before the process could see
+// creations, counts only if the witness rule vouches for it: the judge
+// allows it either way.
+func judgeFirstOutcomes(v *verdict, w *world) {
+	for _, p := range w.procs {
+		witnessedSince := w.start.Add(p.start - time.Minute)
+		type state struct{ decided, uncertain bool }
+		seen := map[types.UID]*state{}
+		var ready, stalled, uncertain int
+		for _, s := range p.sightings {
+			st, ok := seen[s.uid]
+			if !ok {
+				st = &state{}
+				seen[s.uid] = st
+				if s.ready != nil && (s.ready.Status == metav1.ConditionTrue || s.ready.Status == metav1.ConditionFalse) {
+					st.decided = true
+					continue
+				}
+				// Near the boundary, creationTimestamp's second and the
+				// process's start may fall either way.
+				st.uncertain = s.ready == nil && s.created.Before(witnessedSince.Add(2*time.Second))
+				if st.uncertain {
+					uncertain++
+				}
+			}
+			if st.decided {
+				continue
+			}
+			switch {
+			case s.stalled && (s.ready == nil || s.ready.Status != metav1.ConditionTrue):
+				st.decided = true
+				if !st.uncertain {
+					stalled++
+				}
+			case s.ready != nil && s.ready.Status == metav1.ConditionTrue:
+				st.decided = true
+				if !st.uncertain {
+					ready++
+				}
+			}
+		}
+		gotReady, gotStalled := gatherFirstOutcomes(p)
+		if gotReady < ready || gotStalled < stalled || gotReady+gotStalled > ready+stalled+uncertain {
+			v.add(&v.firstReadyWrong, "process %d registry: first outcomes ready=%d stalled=%d; want ready=%d stalled=%d (and up to %d more, not witnessed)",
+				p.id, gotReady, gotStalled, ready, stalled, uncertain)
+		}
+		v.firstOutcomes += gotReady + gotStalled
+		v.firstStalled += gotStalled
+	}
+}
+
+// gatherFirstOutcomes reads p's first_outcomes_total of the owners.
+func gatherFirstOutcomes(p *process) (ready, stalled int) {
+	families, err := p.reg.Gather()
+	if err != nil {
+		p.w.t.Fatal(err)
+	}
+	for _, fam := range families {
+		if fam.GetName() != "watchgrade_first_outcomes_total" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels[wgmetrics.LabelResource] != owners.String() {
+				continue
+			}
+			switch labels[wgmetrics.LabelOutcome] {
+			case wgmetrics.FirstOutcomeReady:
+				ready = int(m.GetCounter().GetValue())
+			case wgmetrics.FirstOutcomeStalled:
+				stalled = int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return ready, stalled
+}
+
 // expectFirstReady is what the metrics doc promises for l's first Ready,
 // written by p: read from p's first sighting of l, the witness rule, and
 // FirstReady's default WitnessedSince.
@@ -1370,11 +1460,11 @@ func TestPipeline(t *testing.T) {
 	}
 	runtime.GC()
 	leaks := max(runtime.NumGoroutine()-before, 0)
-	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d first_sync_writes=%d error_lines=%d leaks=%d (writes=%d first_syncs=%d warnings=%d holds=%d view_gaps=%d quiet_restarts_checked=ready:%d,stalled:%d,reconciling:%d,apiserver:%d persisted_starts=valid:%d,expired:%d stall_messages_compared=%d fault_fates=persisted:%d,ended:%d,changed:%d first_ready=%d, %v)\n",
+	fmt.Printf("pipeline: histories=%d failed=%d false_warnings=%d missed_warnings=%d ready_while_incomplete=%d held_too_long=%d restart_writes=%d noop_writes=%d kstatus_disagree=%d first_ready_wrong=%d first_sync_writes=%d error_lines=%d leaks=%d (writes=%d first_syncs=%d warnings=%d holds=%d view_gaps=%d quiet_restarts_checked=ready:%d,stalled:%d,reconciling:%d,apiserver:%d persisted_starts=valid:%d,expired:%d stall_messages_compared=%d fault_fates=persisted:%d,ended:%d,changed:%d first_ready=%d first_outcomes=%d(stalled:%d), %v)\n",
 		*pipelineHistories, failed, total.falseWarnings, total.missedWarnings, total.readyWhileIncomplete, total.heldTooLong,
 		total.restartWrites, total.noopWrites, total.kstatusDisagree, total.firstReadyWrong, total.firstSyncWrites, total.errorLines, leaks,
 		total.writes, total.firstSyncs, total.warnings, total.held, total.viewGaps, total.quietChecked[0], total.quietChecked[1], total.quietChecked[2], total.quietChecked[3],
-		total.resumedChecked[0], total.resumedChecked[1], total.messagesCompared, total.fates[0], total.fates[1], total.fates[2], total.firstReady, time.Since(start).Round(time.Second))
+		total.resumedChecked[0], total.resumedChecked[1], total.messagesCompared, total.fates[0], total.fates[1], total.fates[2], total.firstReady, total.firstOutcomes, total.firstStalled, time.Since(start).Round(time.Second))
 	// The worlds beyond faults: controllers with a standby writer (as
 	// wgctrl's Owner), streams with a ProgressDeadline of 10 minutes,
 	// Reconciles that fail, a status step called twice per Reconcile.

@@ -36,9 +36,10 @@
 // The new status is set on obj in place before the update, and obj takes
 // the resourceVersion written: a second Write in one Reconcile sees what
 // the first wrote, and records no second Event. The Event
-// ([events.Recorder.Record]) and the sightings of time-to-first-Ready
-// ([metrics.FirstReady.Observe]) follow the write that succeeded, never
-// one that failed.
+// ([events.Recorder.Record]) and the sightings of time-to-first-Ready and
+// of the first outcome, Ready or Stalled
+// ([metrics.FirstReady.ObserveConditions]) follow the write that
+// succeeded, never one that failed.
 //
 // # A Reconcile that failed
 //

@@ -105,10 +105,10 @@ type UpdateFunc func(ctx context.Context, obj runtime.Object) (runtime.Object, e
 // kind without a status subresource.
 type GetFunc func(ctx context.Context, key types.NamespacedName) (runtime.Object, error)
 
-// Sightings is what the writer feeds time-to-first-Ready:
-// [metrics.FirstReady] implements it.
+// Sightings is what the writer feeds time-to-first-Ready and the first
+// outcomes (Ready or Stalled): [metrics.FirstReady] implements it.
 type Sightings interface {
-	Observe(gr schema.GroupResource, obj metav1.Object, ready *metav1.Condition) metrics.FirstReadyResult
+	ObserveConditions(gr schema.GroupResource, obj metav1.Object, conds []metav1.Condition) metrics.FirstReadyResult
 	Delete(uid types.UID)
 }
 
@@ -272,7 +272,7 @@ func (w *Writer) Sight(obj runtime.Object) {
 
 func (w *Writer) sight(m metav1.Object, conds []metav1.Condition) {
 	if w.opts.FirstReady != nil {
-		w.opts.FirstReady.Observe(w.opts.Resource, m, meta.FindStatusCondition(conds, readiness.ConditionReady))
+		w.opts.FirstReady.ObserveConditions(w.opts.Resource, m, conds)
 	}
 }
 
