@@ -134,6 +134,10 @@ type Grader struct {
 	cacheByObject   map[client.Object][]string
 	// synced answers ReadyzCheck.
 	synced wgwatch.SyncCheck
+	// leaderElection is the manager's option, as ManagerOptions saw it;
+	// elected are the Elected channels of the managers Owner was given.
+	leaderElection bool
+	elected        []<-chan struct{}
 }
 
 // New registers the watch metrics and the time-to-first-Ready metrics with
@@ -256,6 +260,7 @@ func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 		g.scheme = o.Scheme
 	}
 	g.managed = true
+	g.leaderElection = o.LeaderElection
 	g.cacheNamespaces = slices.Sorted(maps.Keys(o.Cache.DefaultNamespaces))
 	g.cacheByObject = map[client.Object][]string{}
 	for obj, byObject := range o.Cache.ByObject {
@@ -573,7 +578,21 @@ func (i *stoppingInformer) whenStopping(stop <-chan struct{}) func() {
 // though its Run may return a minute later. Do not use it as the liveness
 // probe: a restart never fixes RBAC or a missing CRD. A kind whose CRD is
 // not installed has no informer, so it does not hold the probe back.
+//
+// On a replica waiting for the lease (the manager's LeaderElection, as
+// [Grader.ManagerOptions] saw it, and this process not elected yet) the
+// probe passes: such a replica runs no controller, so it makes none of
+// the informers the leader's controllers make, and has nothing to sync
+// until it leads. A Deployment's rolling update stops the old pod, which
+// holds the lease, only once the new one is ready, so a probe that waited
+// there would hang every rollout of a leader-elected operator (what
+// kubebuilder's manifests deploy). Once elected, the probe waits for its
+// informers as above: it may fail for the seconds its caches take to
+// sync, which takes the pod out of its Services and stops nothing.
 func (g *Grader) ReadyzCheck(req *http.Request) error {
+	if g.awaitingLease() {
+		return nil
+	}
 	// Each informer the cache runs, as client-go's HasSynced says (its
 	// first list is in the cache), not as its stream's phase does: a
 	// stream is Streaming once its watch has stayed open for
@@ -623,6 +642,25 @@ func (g *Grader) ReadyzCheck(req *http.Request) error {
 		return fmt.Errorf("wgctrl: %w", err)
 	}
 	return nil
+}
+
+// awaitingLease reports whether this process is a replica waiting for the
+// lease: the manager elects a leader (ManagerOptions saw LeaderElection)
+// and has not elected this one.
+func (g *Grader) awaitingLease() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.leaderElection {
+		return false
+	}
+	for _, elected := range g.elected {
+		select {
+		case <-elected:
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // Observer returns what every informer of the cache reports to: the

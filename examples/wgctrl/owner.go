@@ -152,6 +152,9 @@ func (g *Grader) Owner(mgr manager.Manager, owner client.Object, deps ...client.
 	if err := mgr.Add(o); err != nil {
 		return nil, fmt.Errorf("wgctrl: %w", err)
 	}
+	g.mu.Lock()
+	g.elected = append(g.elected, mgr.Elected())
+	g.mu.Unlock()
 	// The probe waits for the owner kind's informer too, which the
 	// manager's cache makes through the Grader's hook (NewOwner expects
 	// the watched kinds').
