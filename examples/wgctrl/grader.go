@@ -463,6 +463,23 @@ func (g *Grader) configuredNamespacesLocked(name string) []string {
 	return nss
 }
 
+// streamNames returns every name under which the Owners may follow the
+// kind named name: the kind's own, and, where the manager's cache
+// options restrict the kind to namespaces, each namespace's
+// ([namespacedStream]). What is true of the kind as a whole (the API
+// server does not serve it) is told under each.
+func (g *Grader) streamNames(name string) []string {
+	g.mu.Lock()
+	nss := slices.Concat(g.configuredNamespacesLocked(name), g.namespacesLocked(name))
+	g.mu.Unlock()
+	slices.Sort(nss)
+	names := []string{name}
+	for _, ns := range slices.Compact(nss) {
+		names = append(names, namespacedStream(ns, name))
+	}
+	return names
+}
+
 // namespacedStream is the name under which the Owners are told the state
 // of name's informers restricted to namespace: "team-a/ConfigMap.v1".
 func namespacedStream(namespace, name string) string { return namespace + "/" + name }

@@ -662,14 +662,16 @@ func (o *Owner) follow(ctx context.Context, d dep) {
 		o.g.synced.Forget(d.name) // no informer: the probe does not wait for one
 		if !reported && o.g.clock.Since(since) >= grace {
 			reported = true
-			o.acc.StateChanged(wgwatch.State{
-				Stream:     d.name,
-				Resource:   schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
-				Phase:      wgwatch.PhaseBlocked,
-				Reason:     wgwatch.ReasonResourceNotFound,
-				Message:    fmt.Sprintf("the API server does not serve %s: install its CustomResourceDefinition", d.gvk.GroupKind()),
-				NeedsHuman: true,
-			})
+			for _, name := range o.g.streamNames(d.name) {
+				o.acc.StateChanged(wgwatch.State{
+					Stream:     name,
+					Resource:   schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
+					Phase:      wgwatch.PhaseBlocked,
+					Reason:     wgwatch.ReasonResourceNotFound,
+					Message:    fmt.Sprintf("the API server does not serve %s: install its CustomResourceDefinition", d.gvk.GroupKind()),
+					NeedsHuman: true,
+				})
+			}
 		}
 	}
 	t := o.g.clock.NewTicker(retryEvery)
@@ -782,15 +784,17 @@ func (o *Owner) followedNamespaces() []string {
 // stream is Starting, unless its informer has published already, whose
 // state stands.
 func (o *Owner) servedAgain(d dep) {
-	o.acc.StateChanged(wgwatch.State{
-		Stream:   d.name,
-		Resource: schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
-		Phase:    wgwatch.PhaseStarting,
-		Reason:   wgwatch.ReasonStarting,
-		Message:  "the API server serves the kind now; its informer is starting",
-	})
-	if s, ok := o.g.shownState(d.name); ok {
-		o.acc.StateChanged(s)
+	for _, name := range o.g.streamNames(d.name) {
+		o.acc.StateChanged(wgwatch.State{
+			Stream:   name,
+			Resource: schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
+			Phase:    wgwatch.PhaseStarting,
+			Reason:   wgwatch.ReasonStarting,
+			Message:  "the API server serves the kind now; its informer is starting",
+		})
+		if s, ok := o.g.shownState(name); ok {
+			o.acc.StateChanged(s)
+		}
 	}
 }
 

@@ -257,8 +257,25 @@ func (fi *fakeInformer) AddEventHandler(h toolscache.ResourceEventHandler) (tool
 // with no Reconcile at all (the controller's workers wait for it), and
 // stands down once Reconcile runs.
 func TestStandbyWriterReportsKindNotServed(t *testing.T) {
+	standbyWriterReportsKindNotServed(t, false)
+}
+
+// The same with the manager's cache restricted to the owner's namespace:
+// the owner depends on its namespace's stream ("shop/ConfigMap.v1"), and
+// the kind not served is reported under that name too (under the kind's
+// name alone, no owner heard of it: no condition, no Event).
+func TestStandbyWriterReportsKindNotServedInARestrictedCache(t *testing.T) {
+	standbyWriterReportsKindNotServed(t, true)
+}
+
+func standbyWriterReportsKindNotServed(t *testing.T, restricted bool) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, &corev1.ConfigMap{})
+		if restricted {
+			f.grade.ManagerOptions(manager.Options{Scheme: newScheme(), Cache: cache.Options{
+				DefaultNamespaces: map[string]cache.Config{gbKey.Namespace: {}},
+			}})
+		}
 		fi := &fakeInformers{gb: f.guestbook(t)}
 		cfg := wgctrl.OwnerConfig{Client: f.client, Recorder: f.recorder, Informers: fi, RESTMapper: servedMapper{fi}}
 		owner, err := f.grade.NewOwner(cfg, &Guestbook{}, &corev1.ConfigMap{})
