@@ -2,6 +2,7 @@ package wgctrltest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -242,14 +243,21 @@ func (p *process) work(ctx context.Context, w *world, r reconcile.Reconciler) {
 		time.Sleep(333 * time.Microsecond)
 		w.reconciling(req.NamespacedName)
 		res, err := r.Reconcile(ctx, req)
+		// As controller-runtime's reconcileHandler does (v0.25): an
+		// error is logged at error level and retried with the rate
+		// limiter's backoff, unless it is a TerminalError; RequeueAfter
+		// requeues after it; the deprecated Requeue, rate limited.
 		switch {
 		case err != nil:
-			// controller-runtime logs each at error level.
 			w.result.logError(req.NamespacedName, "Reconciler error: "+err.Error())
-			p.queue.AddRateLimited(req)
+			if !errors.Is(err, reconcile.TerminalError(nil)) {
+				p.queue.AddRateLimited(req)
+			}
 		case res.RequeueAfter > 0:
 			p.queue.Forget(req)
 			p.queue.AddAfter(req, res.RequeueAfter)
+		case res.Requeue: //nolint:staticcheck // honoured by controller-runtime until it is removed
+			p.queue.AddRateLimited(req)
 		default:
 			p.queue.Forget(req)
 		}

@@ -1,0 +1,75 @@
+package wgctrltest_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/watchgrade/watchgrade/examples/wgctrl"
+	"github.com/watchgrade/watchgrade/examples/wgctrl/wgctrltest"
+)
+
+// countingReconciler is the adoption's Reconcile returning what result
+// says, counting its calls.
+type countingReconciler struct {
+	client.Client
+	Readiness *wgctrl.Owner
+	result    func() (ctrl.Result, error)
+	calls     *atomic.Int64
+}
+
+func (r *countingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	r.calls.Add(1)
+	gb := &Guestbook{}
+	if err := r.Get(ctx, req.NamespacedName, gb); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	defer func() { res, err = r.Readiness.Status(ctx, gb, res, err) }()
+	return r.result()
+}
+
+// The kit handles what Reconcile returns as controller-runtime's
+// reconcileHandler does: a TerminalError is logged once and not retried;
+// the deprecated Result{Requeue: true} is retried with the rate limiter's
+// backoff.
+func TestReconcileResultsAsControllerRuntimeHandlesThem(t *testing.T) {
+	key := types.NamespacedName{Namespace: "team-a", Name: "gb"}
+	run := func(result func() (ctrl.Result, error)) (calls int64, r *wgctrltest.Result) {
+		var n atomic.Int64
+		op := guestbookOperator(guestbook(key.Namespace, key.Name))
+		op.Reconciler = func(c client.Client, readiness *wgctrl.Owner) reconcile.Reconciler {
+			return &countingReconciler{Client: c, Readiness: readiness, result: result, calls: &n}
+		}
+		r = wgctrltest.Run(t, op, wgctrltest.Wait(10*time.Minute))
+		return n.Load(), r
+	}
+
+	calls, r := run(func() (ctrl.Result, error) {
+		return ctrl.Result{}, reconcile.TerminalError(errors.New("spec.replicas: must be at most 5"))
+	})
+	if calls > 3 || len(r.ErrorLogs()) > 3 {
+		t.Errorf("a TerminalError: %d Reconciles and %d error lines in 10 minutes, want a few (not retried): %v", calls, len(r.ErrorLogs()), r.ErrorLogs())
+	}
+	if got := status(r.Conditions(key)); got != "Ready=False/ReconcileFailed Stalled=True/ReconcileFailed" {
+		t.Errorf("a TerminalError: %s, want Stalled", got)
+	}
+
+	// Five Requeues in a row, then done: six Reconciles at least.
+	var requeues atomic.Int64
+	calls, _ = run(func() (ctrl.Result, error) {
+		if requeues.Add(1) <= 5 {
+			return ctrl.Result{Requeue: true}, nil //nolint:staticcheck // what controller-runtime still honours
+		}
+		return ctrl.Result{}, nil
+	})
+	if calls < 6 {
+		t.Errorf("Result{Requeue: true} five times: %d Reconciles, want each requeued (6 at least)", calls)
+	}
+}
