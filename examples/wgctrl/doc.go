@@ -24,8 +24,10 @@
 //
 // Two more lines serve what the streams know to the rest of the cluster:
 // the readiness probe, which fails until every informer has synced once
-// ([Grader.ReadyzCheck]: mgr.AddReadyzCheck("watches", grade.ReadyzCheck),
-// never as the liveness probe), and, already set by ManagerOptions, the
+// and passes on a replica waiting for the lease, so that a leader-elected
+// operator's rolling update completes ([Grader.ReadyzCheck]:
+// mgr.AddReadyzCheck("watches", grade.ReadyzCheck), never as the liveness
+// probe), and, already set by ManagerOptions, the
 // reflectors' failures logged graded ([wgwatch.WatchErrorLogger]) instead
 // of one error per failed list or watch.
 //
