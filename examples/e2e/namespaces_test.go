@@ -210,14 +210,27 @@ func runWatchTargetOperator(t *testing.T, cfg *rest.Config, scheme *runtime.Sche
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(cfg, grade.ManagerOptions(ctrl.Options{
+	_, stop = startWatchTargetOperator(t, cfg, grade, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: new(true)},
-	}))
+	}, func() {})
+	return stop
+}
+
+// startWatchTargetOperator starts the operator runWatchTargetOperator
+// describes with grade and the manager options opts (which go through
+// grade.ManagerOptions), the Grader's probe as its readyz check;
+// reconciled is called after each Reconcile, its status step included.
+func startWatchTargetOperator(t *testing.T, cfg *rest.Config, grade *wgctrl.Grader, opts ctrl.Options, reconciled func()) (ctrl.Manager, func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, grade.ManagerOptions(opts))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.AddReadyzCheck("watches", grade.ReadyzCheck); err != nil {
 		t.Fatal(err)
 	}
 	readiness, err := grade.Owner(mgr, &watchtarget.WatchTarget{}, &corev1.ConfigMap{})
@@ -225,6 +238,7 @@ func runWatchTargetOperator(t *testing.T, cfg *rest.Config, scheme *runtime.Sche
 		t.Fatal(err)
 	}
 	reconciler := ctrlReconcileFunc(func(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+		defer reconciled()
 		wt := &watchtarget.WatchTarget{}
 		if err := mgr.GetClient().Get(ctx, req.NamespacedName, wt); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -239,7 +253,7 @@ func runWatchTargetOperator(t *testing.T, cfg *rest.Config, scheme *runtime.Sche
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	return stopOnce(t, cancel, done)
+	return mgr, stopOnce(t, cancel, done)
 }
 
 // countEvents counts the Normal and the Warning Events in namespace ns,

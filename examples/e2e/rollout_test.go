@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -181,7 +180,9 @@ func runLeaderElected(t *testing.T, cfg *rest.Config, name string) *electedOpera
 	}
 	probe := freeAddr(t)
 	lease, renew, retry := 6*time.Second, 4*time.Second, 500*time.Millisecond
-	mgr, err := ctrl.NewManager(cfg, grade.ManagerOptions(ctrl.Options{
+	reconciled := make(chan struct{})
+	var once sync.Once
+	mgr, stop := startWatchTargetOperator(t, cfg, grade, ctrl.Options{
 		Scheme:                        watchTargetScheme(t),
 		Logger:                        logger,
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
@@ -194,36 +195,8 @@ func runLeaderElected(t *testing.T, cfg *rest.Config, name string) *electedOpera
 		RenewDeadline:                 &renew,
 		RetryPeriod:                   &retry,
 		Controller:                    config.Controller{SkipNameValidation: new(true)},
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.AddReadyzCheck("readyz", grade.ReadyzCheck); err != nil {
-		t.Fatal(err)
-	}
-	readiness, err := grade.Owner(mgr, &watchtarget.WatchTarget{}, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reconciled := make(chan struct{})
-	var once sync.Once
-	reconciler := ctrlReconcileFunc(func(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
-		defer once.Do(func() { close(reconciled) })
-		wt := &watchtarget.WatchTarget{}
-		if err := mgr.GetClient().Get(ctx, req.NamespacedName, wt); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		defer func() { res, err = readiness.Status(ctx, wt, res, err) }()
-		return ctrl.Result{}, nil
-	})
-	if err := ctrl.NewControllerManagedBy(mgr).For(&watchtarget.WatchTarget{}).Owns(&corev1.ConfigMap{}).
-		WatchesRawSource(readiness.Requeue()).Complete(reconciler); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return &electedOperator{readyz: pollReadyz(t, probe), elected: mgr.Elected(), stop: stopOnce(t, cancel, done), log: log, reconciled: reconciled}
+	}, func() { once.Do(func() { close(reconciled) }) })
+	return &electedOperator{readyz: pollReadyz(t, probe), elected: mgr.Elected(), stop: stop, log: log, reconciled: reconciled}
 }
 
 // errorLog is a logr sink that keeps the error-level lines and drops the
