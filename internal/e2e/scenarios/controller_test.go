@@ -34,16 +34,16 @@ import (
 // trio on one owner Widget whenever its verdict changes, an Event on every
 // Ready transition, and metrics.
 type ownerController struct {
-	t       *testing.T
-	client  dynamic.Interface
-	key     types.NamespacedName
-	acc     *wgreadiness.Accumulator
-	events  *countingRecorder
-	rec     *wgevents.Recorder
-	status  *wgstatus.Writer
+	t      *testing.T
+	client dynamic.Interface
+	key    types.NamespacedName
+	acc    *wgreadiness.Accumulator
+	events *countingRecorder
+	rec    *wgevents.Recorder
+	status *wgstatus.Writer
 	// fail is what the Reconcile's own work returns, nil unless a test
 	// sets it (setFail).
-	fail error
+	fail    error
 	metrics *wgmetrics.WatchMetrics
 	reg     *prometheus.Registry
 
