@@ -170,13 +170,13 @@ type failure struct {
 func New(opts Options) (*Writer, error) {
 	var errs []error
 	if opts.Accumulator == nil {
-		errs = append(errs, errors.New("Accumulator is required"))
+		errs = append(errs, errors.New("Options.Accumulator is required"))
 	}
 	if opts.Update == nil {
-		errs = append(errs, errors.New("Update is required"))
+		errs = append(errs, errors.New("Options.Update is required"))
 	}
 	if opts.ProgressDeadline < 0 {
-		errs = append(errs, fmt.Errorf("ProgressDeadline %s is negative", opts.ProgressDeadline))
+		errs = append(errs, fmt.Errorf("Options.ProgressDeadline %s is negative", opts.ProgressDeadline))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("watchgrade/readiness/status: invalid options: %w", err)

@@ -256,7 +256,8 @@ func (p *process) work(ctx context.Context, w *world, r reconcile.Reconciler) {
 		case res.RequeueAfter > 0:
 			p.queue.Forget(req)
 			p.queue.AddAfter(req, res.RequeueAfter)
-		case res.Requeue: //nolint:staticcheck // honoured by controller-runtime until it is removed
+		//lint:ignore SA1019 controller-runtime honours it until it is removed
+		case res.Requeue:
 			p.queue.AddRateLimited(req)
 		default:
 			p.queue.Forget(req)

@@ -65,7 +65,8 @@ func TestReconcileResultsAsControllerRuntimeHandlesThem(t *testing.T) {
 	var requeues atomic.Int64
 	calls, _ = run(func() (ctrl.Result, error) {
 		if requeues.Add(1) <= 5 {
-			return ctrl.Result{Requeue: true}, nil //nolint:staticcheck // what controller-runtime still honours
+			//lint:ignore SA1019 what controller-runtime still honours
+			return ctrl.Result{Requeue: true}, nil
 		}
 		return ctrl.Result{}, nil
 	})
