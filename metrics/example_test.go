@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	wgmetrics "github.com/watchgrade/watchgrade/metrics"
@@ -170,6 +171,51 @@ func ExampleFirstReady_Observe() {
 	// Rejected
 	// myctl_time_to_first_ready_seconds_sum{resource="widgets.example.com"} 95
 	// myctl_time_to_first_ready_seconds_count{resource="widgets.example.com"} 1
+}
+
+// ObserveConditions, given the whole condition list, also counts each
+// object's first outcome: one that stalls before it is ever Ready counts
+// as stalled (its later Ready is still timed), one Ready first as ready.
+// The share provisioned without a human is ready over both.
+func ExampleFirstReady_ObserveConditions() {
+	widgets := schema.GroupResource{Group: "example.com", Resource: "widgets"}
+	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	fr, err := wgmetrics.NewFirstReady(prometheus.NewRegistry(), wgmetrics.FirstReadyOptions{Namespace: "myctl", WitnessedSince: created.Add(-time.Hour)})
+	if err != nil {
+		panic(err)
+	}
+	widget := func(uid string, written time.Duration) *metav1.ObjectMeta {
+		at := metav1.NewTime(created.Add(written))
+		return &metav1.ObjectMeta{
+			Name: uid, UID: types.UID(uid), CreationTimestamp: metav1.NewTime(created),
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "myctl", Subresource: "status", Time: &at}},
+		}
+	}
+	conds := func(ready metav1.ConditionStatus, stalled bool) []metav1.Condition {
+		c := []metav1.Condition{{Type: "Ready", Status: ready}}
+		if stalled {
+			c = append(c, metav1.Condition{Type: "Stalled", Status: metav1.ConditionTrue})
+		}
+		return c
+	}
+	// One Ready after a minute.
+	fmt.Println(fr.ObserveConditions(widgets, widget("a", 0), nil))
+	fmt.Println(fr.ObserveConditions(widgets, widget("a", time.Minute), conds(metav1.ConditionTrue, false)))
+	// One Stalled first (RBAC denied), Ready once a human fixed it.
+	fmt.Println(fr.ObserveConditions(widgets, widget("b", 0), nil))
+	fmt.Println(fr.ObserveConditions(widgets, widget("b", time.Minute), conds(metav1.ConditionFalse, true)))
+	fmt.Println(fr.ObserveConditions(widgets, widget("b", time.Hour), conds(metav1.ConditionTrue, false)))
+
+	printSeries(fr, "myctl_first_outcomes_total", "myctl_time_to_first_ready_seconds_count")
+	// Output:
+	// Pending
+	// Observed
+	// Pending
+	// Pending
+	// Observed
+	// myctl_first_outcomes_total{outcome="ready",resource="widgets.example.com"} 1
+	// myctl_first_outcomes_total{outcome="stalled",resource="widgets.example.com"} 1
+	// myctl_time_to_first_ready_seconds_count{resource="widgets.example.com"} 2
 }
 
 // Native buckets are added only when asked for; the classic ones stay.

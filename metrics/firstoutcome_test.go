@@ -98,7 +98,7 @@ func TestObserveCountsReadyOnly(t *testing.T) {
 // firstOutcomes is first_outcomes_total of widgets for outcome.
 func firstOutcomes(t *testing.T, f *wgmetrics.FirstReady, outcome string) int {
 	t.Helper()
-	m := widgetsMetric(t, f, "watchgrade_first_outcomes_total", outcome)
+	m := widgetsMetric(t, f, "watchgrade_first_outcomes_total", "outcome", outcome)
 	if m == nil {
 		return -1
 	}
@@ -108,16 +108,16 @@ func firstOutcomes(t *testing.T, f *wgmetrics.FirstReady, outcome string) int {
 // timed is how many times to first Ready of widgets were observed.
 func timed(t *testing.T, f *wgmetrics.FirstReady) int {
 	t.Helper()
-	m := widgetsMetric(t, f, "watchgrade_time_to_first_ready_seconds", "")
+	m := widgetsMetric(t, f, "watchgrade_time_to_first_ready_seconds", "", "")
 	if m == nil {
 		return -1
 	}
 	return int(m.GetHistogram().GetSampleCount())
 }
 
-// widgetsMetric is the sample of family for widgets (and outcome, if
-// given) that f collects, or nil.
-func widgetsMetric(t *testing.T, f *wgmetrics.FirstReady, family, outcome string) *dto.Metric {
+// widgetsMetric is the sample of family for widgets (with label = value,
+// for a label given) that f collects, or nil.
+func widgetsMetric(t *testing.T, f *wgmetrics.FirstReady, family, label, value string) *dto.Metric {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(f)
@@ -134,7 +134,7 @@ func widgetsMetric(t *testing.T, f *wgmetrics.FirstReady, family, outcome string
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["resource"] == "widgets.example.com" && labels["outcome"] == outcome {
+			if labels["resource"] == "widgets.example.com" && (label == "" || labels[label] == value) {
 				return m
 			}
 		}

@@ -419,25 +419,5 @@ func TestNewFirstReadyRefusesBadBuckets(t *testing.T) {
 // rejectedCount is the rejection counter of widgets for reason.
 func rejectedCount(t *testing.T, f *wgmetrics.FirstReady, reason wgmetrics.RejectReason) float64 {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(f)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fam := range families {
-		if fam.GetName() != "watchgrade_time_to_first_ready_rejected_total" {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["reason"] == string(reason) && labels["resource"] == "widgets.example.com" {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return widgetsMetric(t, f, "watchgrade_time_to_first_ready_rejected_total", "reason", string(reason)).GetCounter().GetValue()
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -204,23 +203,5 @@ func TestFirstReadyCreatedWhileDown(t *testing.T) {
 // histogramSum is the sum of the time-to-first-Ready histogram of widgets.
 func histogramSum(t *testing.T, f *wgmetrics.FirstReady) float64 {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(f)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fam := range families {
-		if fam.GetName() != "watchgrade_time_to_first_ready_seconds" {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "resource" && l.GetValue() == "widgets.example.com" {
-					return m.GetHistogram().GetSampleSum()
-				}
-			}
-		}
-	}
-	return 0
+	return widgetsMetric(t, f, "watchgrade_time_to_first_ready_seconds", "", "").GetHistogram().GetSampleSum()
 }
