@@ -748,8 +748,9 @@ func canonical(lines []wgctrltest.Record) []wgctrltest.Record {
 // identical=K"). It does not fail on a difference: the reflectors'
 // backoff jitter comes from math/rand's global source (seeded per
 // history), and where the informers of two namespaces draw from it, the
-// scheduler decides which draws first; a history of one namespace
-// replays.
+// scheduler decides which draws first; so it does which of two owners
+// queued at one instant from two namespaces' informers the controller's
+// priority queue hands out first. A history of one namespace replays.
 func TestOperatorJudgeReplay(t *testing.T) {
 	if *operatorReplays == 0 {
 		t.Skip("-operator.replays is 0")

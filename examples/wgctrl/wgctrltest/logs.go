@@ -73,3 +73,34 @@ func (s *errorLines) WithName(name string) logr.LogSink {
 	}
 	return &c
 }
+
+// controllerLog is the logr sink of the controller's logger: it records
+// each error-level line for the owner the Reconcile was of, as
+// "MESSAGE: ERROR" (the controller's values, a reconcile ID among them,
+// would make no two runs alike), and drops the rest. A line logged once
+// the process was told to stop is not recorded: controller-runtime logs
+// one there for sources that never synced ("Could not wait for Cache to
+// sync"), which a stop causes, not a fault.
+type controllerLog struct {
+	res     *Result
+	owner   types.NamespacedName
+	stopped <-chan struct{}
+}
+
+func (s *controllerLog) Init(logr.RuntimeInfo)          {}
+func (s *controllerLog) Enabled(int) bool               { return false }
+func (s *controllerLog) Info(int, string, ...any)       {}
+func (s *controllerLog) WithValues(...any) logr.LogSink { return s }
+func (s *controllerLog) WithName(string) logr.LogSink   { return s }
+
+func (s *controllerLog) Error(err error, msg string, _ ...any) {
+	select {
+	case <-s.stopped:
+		return
+	default:
+	}
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	s.res.logError(s.owner, msg)
+}

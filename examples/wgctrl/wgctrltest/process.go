@@ -2,7 +2,6 @@ package wgctrltest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -19,8 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
 )
@@ -30,7 +31,6 @@ import (
 type process struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	queue  workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 	ctx   context.Context
 	grade *wgctrl.Grader
@@ -39,6 +39,10 @@ type process struct {
 	watchErrors toolscache.WatchErrorHandlerWithContext
 
 	mu sync.Mutex
+	// queue is the controller's, once it has made it; pending holds the
+	// owners queued before (a deletion while the process starts).
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+	pending []types.NamespacedName
 	// made holds the watched kinds' informers made so far, by stream name
 	// and namespace; done counts the kinds whose informers the
 	// controller's sources have seen all synced, and ready is closed once
@@ -87,7 +91,7 @@ func (w *world) start() (*process, error) {
 	}
 	watchErrors := grade.ManagerOptions(mo).Cache.DefaultWatchErrorHandler
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &process{cancel: cancel, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()),
+	p := &process{cancel: cancel,
 		ctx: ctx, grade: grade, watchErrors: watchErrors, made: map[string]toolscache.SharedIndexInformer{}, ready: make(chan struct{}),
 		stopOf: map[string]context.CancelFunc{}, replaced: make(chan struct{})}
 	if w.watched() == 0 {
@@ -121,16 +125,113 @@ func (w *world) start() (*process, error) {
 			panic(fmt.Sprintf("wgctrltest: Owner.Start: %v", err)) // only a second Start fails
 		}
 	})
-	if err := owner.Requeue().Start(ctx, p.queue); err != nil {
+	c, err := p.controller(w, r, owner.Requeue())
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	queued := make(chan struct{})
+	if err := c.Watch(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.queue = q
+		for _, key := range p.pending {
+			q.Add(reconcile.Request{NamespacedName: key})
+		}
+		p.pending = nil
+		close(queued)
+		return nil
+	})); err != nil {
 		cancel()
 		return nil, err
 	}
 	p.wg.Go(func() {
-		<-ctx.Done()
-		p.queue.ShutDown()
+		// Stopped before its sources synced, Start returns an error: what
+		// a process logs once told to stop is not recorded (controllerLog).
+		if err := c.Start(ctx); err != nil && ctx.Err() == nil {
+			w.result.logError(types.NamespacedName{}, "controller: "+err.Error())
+		}
 	})
-	p.wg.Go(func() { p.work(ctx, w, r) })
+	// The controller has made its queue and is starting its sources: a
+	// deletion may be queued from now on.
+	<-queued
 	return p, nil
+}
+
+// controller is the operator's controller, controller-runtime's own (the
+// version wgctrl requires), as the builder makes it with the manager's
+// defaults: its priority queue and rate limiter, its reconcileHandler's
+// handling of what Reconcile returns (an error retried with backoff and
+// logged at error level, a TerminalError logged and not retried,
+// RequeueAfter, the deprecated Requeue), one worker. Its sources are the
+// Owner's Requeue and the kit's informers: its workers start once every
+// watched kind's informers have synced, and it reconciles every owner
+// then, as its For source queues the owners its informer lists.
+func (p *process) controller(w *world, r reconcile.Reconciler, requeue source.Source) (controller.Controller, error) {
+	skip := true
+	c, err := controller.NewUnmanaged("wgctrltest", controller.Options{
+		Reconciler: reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			// A worker takes 333 µs to pick the request up: what queued
+			// it (an informer's state changing) may draw client-go's
+			// jitter at the instant it did, and so may Reconcile (a
+			// status conflict's retry draws math/rand's global source):
+			// one after the other, or a seed would not replay.
+			time.Sleep(333 * time.Microsecond)
+			w.reconciling(req.NamespacedName)
+			return r.Reconcile(ctx, req)
+		}),
+		MaxConcurrentReconciles: 1,
+		CacheSyncTimeout:        wgctrl.CacheSyncTimeout,
+		SkipNameValidation:      &skip, // one per process, one name
+		LogConstructor: func(req *reconcile.Request) logr.Logger {
+			var key types.NamespacedName
+			if req != nil {
+				key = req.NamespacedName
+			}
+			return logr.New(&controllerLog{res: w.result, owner: key, stopped: p.ctx.Done()})
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Watch(requeue); err != nil {
+		return nil, err
+	}
+	return c, c.Watch(synced{p: p, w: w})
+}
+
+// synced is the controller's sources of the watched kinds, as one: it
+// has synced once every watched kind's informers have, and it queues
+// every owner then.
+type synced struct {
+	p *process
+	w *world
+}
+
+func (s synced) Start(context.Context, workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	return nil
+}
+
+func (s synced) WaitForSync(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.p.ready:
+	}
+	// The owner kind's informer syncs too, 2.9 ms after the process
+	// starts at the soonest: a controller that watches no other kind
+	// (Operator.OwnerWatches) would otherwise reconcile at the instant the
+	// Owner starts, the Owner's start and the first Reconcile tracking
+	// the owners in the scheduler's order, and a seed would not replay.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2900 * time.Microsecond):
+	}
+	for _, o := range s.w.owners() {
+		s.p.enqueue(client.ObjectKeyFromObject(o))
+	}
+	return nil
 }
 
 // makeInformers makes the informers of the watched kind named name, one
@@ -209,63 +310,6 @@ func (p *process) informer(w *world, name, namespace string) toolscache.SharedIn
 	return inf
 }
 
-// work is the controller: once every informer has synced, it reconciles
-// every owner, then each owner queued, one at a time.
-func (p *process) work(ctx context.Context, w *world, r reconcile.Reconciler) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-p.ready:
-	}
-	// The owner kind's informer syncs too, 2.9 ms after the process
-	// starts at the soonest: a controller that watches no other kind
-	// (Operator.OwnerWatches) would otherwise reconcile at the instant the
-	// Owner starts, the Owner's start and the first Reconcile tracking
-	// the owners in the scheduler's order, and a seed would not replay.
-	select {
-	case <-ctx.Done():
-		return
-	case <-time.After(2900 * time.Microsecond):
-	}
-	for _, o := range w.owners() {
-		p.queue.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
-	}
-	for {
-		req, shutdown := p.queue.Get()
-		if shutdown {
-			return
-		}
-		// A worker takes 333 µs to pick the request up: what queued it (an
-		// informer's state changing) may draw client-go's jitter at the
-		// instant it did, and so may Reconcile (a status conflict's retry
-		// draws math/rand's global source): one after the other, or a
-		// seed would not replay.
-		time.Sleep(333 * time.Microsecond)
-		w.reconciling(req.NamespacedName)
-		res, err := r.Reconcile(ctx, req)
-		// As controller-runtime's reconcileHandler does (v0.25): an
-		// error is logged at error level and retried with the rate
-		// limiter's backoff, unless it is a TerminalError; RequeueAfter
-		// requeues after it; the deprecated Requeue, rate limited.
-		switch {
-		case err != nil:
-			w.result.logError(req.NamespacedName, "Reconciler error: "+err.Error())
-			if !errors.Is(err, reconcile.TerminalError(nil)) {
-				p.queue.AddRateLimited(req)
-			}
-		case res.RequeueAfter > 0:
-			p.queue.Forget(req)
-			p.queue.AddAfter(req, res.RequeueAfter)
-		//lint:ignore SA1019 controller-runtime honours it until it is removed
-		case res.Requeue:
-			p.queue.AddRateLimited(req)
-		default:
-			p.queue.Forget(req)
-		}
-		p.queue.Done(req)
-	}
-}
-
 // reconciling records that a Reconcile of key begins, with the owner's
 // generation as it is.
 func (w *world) reconciling(key types.NamespacedName) {
@@ -289,6 +333,12 @@ func (p *process) synced(key string) bool {
 
 // enqueue hands key to the controller.
 func (p *process) enqueue(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.queue == nil {
+		p.pending = append(p.pending, key)
+		return
+	}
 	p.queue.Add(reconcile.Request{NamespacedName: key})
 }
 

@@ -36,12 +36,16 @@
 //     asks for the kind. The servers do not hold the fake client's
 //     objects: the verdicts depend on how the streams fare, not on what
 //     they carry. The servers outlive a restart, as the API server does.
-//   - The controller: its workers start once every watched kind's informer
-//     has synced, as controller-runtime's do (never, while a kind is denied
-//     from the start: the Owner's standby writer reports it meanwhile);
-//     they reconcile every owner then, and each owner the Owner's Requeue
-//     source hands them, one at a time, requeueing on an error with
-//     controller-runtime's default backoff or as the Result asks.
+//   - The controller is controller-runtime's own (controller.NewUnmanaged,
+//     the version wgctrl requires), with the manager's defaults: its
+//     priority queue and rate limiter, its handling of what Reconcile
+//     returns (an error logged at error level and retried with backoff, a
+//     reconcile.TerminalError logged and not retried, RequeueAfter, the
+//     deprecated Requeue), one worker. Its sources are the Owner's Requeue
+//     and the watched kinds' informers: its workers start once every
+//     informer has synced (never, while a kind is denied from the start:
+//     the Owner's standby writer reports it meanwhile), and reconcile
+//     every owner then, as its For source queues the owners listed.
 //   - Events are recorded per owner ("Warning Forbidden ..."), as
 //     client-go's events recorder would record them.
 //   - The readiness probe (Grader.ReadyzCheck) is looked at after each
@@ -56,10 +60,13 @@
 // graded (the owners never go through a simulated server; the standby
 // writer sees them as they are when it starts); the servers' errors reach
 // the informers at once, where client-go's REST client would retry a
-// reset connection itself; of controller-runtime's own log lines only a
-// Reconcile's error is produced ([RecordLog], with the lines the Grader,
-// its Owners and the watch error handler log at error level; client-go's
-// own klog lines are not captured). Denying a kind cuts its open watches, as a Role removed shows
+// reset connection itself; of controller-runtime's own log lines those
+// of the controller at error level are recorded ([RecordLog], "Reconciler
+// error: ...", with the lines the Grader, its Owners and the watch error
+// handler log at error level; client-go's own klog lines are not
+// captured), but not those logged once the process is told to stop (the
+// controller logs one for sources that never synced: a stop's, not a
+// fault's). Denying a kind cuts its open watches, as a Role removed shows
 // on a real server when the watches next reopen (within the API server's
 // watch timeout).
 package wgctrltest
