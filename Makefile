@@ -335,7 +335,9 @@ examples-e2e: bin-examples-e2e bin-demo
 # quiet restart, the ConfigMaps denied at startup (a restart while the
 # Guestbook is Stalled, which must write nothing, then held past
 # controller-runtime's two-minute CacheSyncTimeout) and while running, each
-# repaired. It prints one "e2e: kubebuilder ..." line per denial. About 5
+# repaired; then run with --leader-elect and rolled to a new process.
+# It prints one "e2e: kubebuilder ..." line per denial and one for the
+# leader-elected rollout. About 5
 # minutes warm (4 of them the story itself); the first run also
 # installs kubebuilder and controller-gen and builds the scaffold's
 # dependencies: about 2 to 3 minutes more. Log in kubebuilder.log.

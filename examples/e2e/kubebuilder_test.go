@@ -63,10 +63,15 @@ var guestbooks = schema.GroupVersionResource{Group: "webapp.example.com", Versio
 // kube-apiserver, every connection cut); the ConfigMaps denied at startup,
 // a quiet restart while the Guestbook is Stalled, the new manager held past
 // controller-runtime's two-minute CacheSyncTimeout, and repaired; denied
-// while running and repaired. Each denial must give the Guestbook Stalled
-// and exactly one Warning, a restart that changes nothing must write
-// nothing and record no Event (Stalled stays True through the one while
-// denied), and the manager must never exit by itself.
+// while running and repaired; last, deployed as its manifests deploy it
+// (--leader-elect, in the namespace its leader election Role is bound in)
+// and rolled to a new process as a Deployment rolls it: the new pod must
+// be ready while the old one holds the lease, then take over, with no
+// status write, no Event and no error line. Each denial must give the
+// Guestbook Stalled and exactly one Warning, a restart that changes
+// nothing must write nothing and record no Event (Stalled stays True
+// through the one while denied), and the manager must never exit by
+// itself.
 //
 // Its log (the scaffold's zap logger, development mode) must hold no line
 // at level error, from any logger, across the routine events, and at most
@@ -411,8 +416,109 @@ func TestKubebuilder(t *testing.T) {
 	if notReady != 0 {
 		t.Errorf("the readiness probe failed %d times during the denial while running, want 0 (answers: %s)", notReady, rz.codes(denied, time.Now()))
 	}
+
+	// 5. Deployed as kubebuilder's manifests deploy it (--leader-elect, in
+	// the namespace of its leader election Role), rolled as a Deployment
+	// rolls it: the new pod started while the old one holds the lease, the
+	// old one stopped once the new one is ready. The new one must become
+	// ready while it waits for the lease (else the rollout hangs: the old
+	// pod is never stopped), then take over, and a rollout that changed
+	// nothing writes no status, records no Event and logs no error.
+	if err := m.idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.stop()
+	const podNS = "guestbook-system"
+	leaderElection(t, kube, proj, podNS, user)
+	m.leaderElect = podNS
+	m.start()
+	if err := m.awaitLog(ctx, time.Minute, "Successfully acquired lease"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rz.await(ctx, time.Minute, "200 from the leader", ready); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.settle(ctx, 5*time.Second)
+	rollFrom := w.tally()
+	nextProbe := freeAddr(t)
+	next := &manager{t: t, bin: m.bin, kubeconfig: kubeconfig, log: filepath.Join(proj, "manager-next.log"), probe: nextProbe, metrics: freeAddr(t), leaderElect: podNS}
+	t.Cleanup(next.stop)
+	nextRz := pollReadyz(t, nextProbe)
+	rolled := time.Now()
+	next.start()
+	if err := nextRz.await(ctx, time.Minute, "200 from the new pod while the old one holds the lease", ready); err != nil {
+		t.Fatal(err)
+	}
+	rolloutReady := time.Since(rolled)
+	if log, _ := os.ReadFile(next.log); bytes.Contains(log, []byte("Successfully acquired lease")) {
+		t.Fatal("the new pod was elected while the old one held the lease")
+	}
+	oldErrors := m.errorLines(0)
+	stopped := time.Now()
+	m.stop()
+	rollStopErrors := len(m.errorLines(0)) - len(oldErrors)
+	if err := next.awaitLog(ctx, 2*time.Minute, "Successfully acquired lease"); err != nil {
+		t.Fatal(err)
+	}
+	takeover := time.Since(stopped)
+	if err := next.awaitLog(ctx, time.Minute, "Starting workers"); err != nil {
+		t.Fatal(err)
+	}
+	w.settle(ctx, 10*time.Second)
+	if err := next.idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rollout := w.tally().minus(rollFrom)
+	rolloutErrors := append(oldErrors, next.errorLines(0)...)
+	t.Logf("e2e: kubebuilder leader-elected rollout rollout_ready=%s takeover=%s status_writes=%d events=%d error_logs=%d stop_error_logs=%d readyz_next=%d",
+		round(rolloutReady), round(takeover), rollout.writes, rollout.events, len(rolloutErrors), rollStopErrors, nextRz.latest())
+	if rollout.writes != 0 || rollout.events != 0 {
+		t.Errorf("the rollout wrote the Guestbook %d times and recorded %d Events, want 0 each", rollout.writes, rollout.events)
+	}
+	if len(rolloutErrors) != 0 {
+		t.Errorf("the rollout logged %d errors, want 0:\n%s", len(rolloutErrors), strings.Join(rolloutErrors, "\n"))
+	}
+	if n := m.exits() + next.exits(); n != 0 {
+		t.Errorf("a leader-elected manager exited %d times by itself, want 0", n)
+	}
+
 	if t.Failed() {
-		t.Logf("manager logs: %s (the last), %s.N (the earlier ones)\nGuestbook history:\n%s", m.log, m.log, w.history())
+		t.Logf("manager logs: %s (the last), %s.N (the earlier ones), %s (the rollout's new pod)\nGuestbook history:\n%s", m.log, m.log, next.log, w.history())
+	}
+}
+
+// leaderElection grants user the scaffold's leader election Role
+// (config/rbac/leader_election_role.yaml: Leases and Events) in namespace,
+// which it creates, as the scaffold's kustomization does for the manager's
+// own namespace.
+func leaderElection(t *testing.T, kube kubernetes.Interface, proj, namespace, user string) {
+	t.Helper()
+	ctx := t.Context()
+	data, err := os.ReadFile(filepath.Join(proj, "config/rbac/leader_election_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{}
+	if err := yaml.UnmarshalStrict(data, role); err != nil {
+		t.Fatal(err)
+	}
+	role.Namespace = namespace
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().Roles(namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	if _, err := kube.RbacV1().RoleBindings(namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -557,6 +663,10 @@ type manager struct {
 	log        string
 	probe      string // the health probes' host:port
 	metrics    string // the metrics endpoint's host:port (plain HTTP)
+	// leaderElect, when set, runs the manager as kubebuilder's manifests
+	// deploy it (--leader-elect) in a pod of this namespace: see
+	// inPod.
+	leaderElect string
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -581,7 +691,11 @@ func (m *manager) start() {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	cmd := exec.Command(m.bin, "--kubeconfig", m.kubeconfig, "--health-probe-bind-address="+m.probe, "--metrics-bind-address="+m.metrics, "--metrics-secure=false")
+	args := []string{"--kubeconfig", m.kubeconfig, "--health-probe-bind-address=" + m.probe, "--metrics-bind-address=" + m.metrics, "--metrics-secure=false"}
+	cmd := exec.Command(m.bin, args...)
+	if m.leaderElect != "" {
+		cmd = inPod(m.leaderElect, m.bin, append(args, "--leader-elect")...)
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		m.t.Fatal(err)
@@ -598,6 +712,21 @@ func (m *manager) start() {
 		m.mu.Unlock()
 		close(done)
 	}()
+}
+
+// inPod returns the command that runs bin as if in a pod of namespace,
+// as far as controller-runtime's leader election looks: the scaffold sets
+// no LeaderElectionNamespace, so the manager reads its namespace from the
+// service account's mount, /var/run/secrets/kubernetes.io/serviceaccount/
+// namespace, and exits without it. The file is written in a mount
+// namespace of the process's own (unshare -m, which keeps its mounts
+// private), over a tmpfs on /run: the machine's /run is left as it was.
+func inPod(namespace, bin string, args ...string) *exec.Cmd {
+	const dir = "/run/secrets/kubernetes.io/serviceaccount"
+	script := `mount -t tmpfs tmpfs /run && mkdir -p ` + dir + ` && printf %s "$WATCHGRADE_POD_NAMESPACE" > ` + dir + `/namespace && exec "$@"`
+	cmd := exec.Command("unshare", append([]string{"--mount", "sh", "-c", script, "sh", bin}, args...)...)
+	cmd.Env = append(os.Environ(), "WATCHGRADE_POD_NAMESPACE="+namespace)
+	return cmd
 }
 
 // idle waits until the current manager's guestbook controller has had
