@@ -119,7 +119,10 @@ type Grader struct {
 	// stream name or, to the Owners, for a kind in one namespace
 	// ([namespacedStream]).
 	streams map[string][]informer
-	shown   map[string]wgwatch.State
+	// merged merges the states of each name's informers, indexed as in
+	// streams.
+	merged map[string]*wgwatch.Merge
+	shown  map[string]wgwatch.State
 	// probing is true once ManagerOptions' NewCache has made the cache's
 	// HTTP client answer the Grader's namespace probes (namespaceOf).
 	probing bool
@@ -182,6 +185,7 @@ func New(opts Options) (*Grader, error) {
 		clock:      clock.RealClock{},
 		scheme:     clientgoscheme.Scheme, // controller-runtime's default
 		streams:    map[string][]informer{},
+		merged:     map[string]*wgwatch.Merge{},
 		shown:      map[string]wgwatch.State{},
 	}, nil
 }
@@ -340,6 +344,10 @@ func (g *Grader) newInformerIn(build func(toolscache.ListerWatcher, runtime.Obje
 	newNamespace := namespace != "" && !slices.Contains(g.namespacesLocked(name), namespace)
 	i := len(g.streams[name])
 	g.streams[name] = append(g.streams[name], informer{namespace: namespace, obj: obj}) // nothing published yet
+	if g.merged[name] == nil {
+		g.merged[name] = &wgwatch.Merge{}
+	}
+	g.merged[name].Add(namespace)
 	owners := slices.Clone(g.owners)
 	g.mu.Unlock()
 	if newNamespace {
@@ -397,15 +405,6 @@ type informer struct {
 	// namespace is the namespace the informer's lists and watches are
 	// restricted to, or "" for every namespace.
 	namespace string
-	// state is the last state it published; zero before the first, and
-	// once it stopped.
-	state wgwatch.State
-	// stall is the state that needed a human it published last, kept once
-	// it stopped in it until an informer of its namespace that runs has
-	// been live or needed a human itself (see informerStopped).
-	stall wgwatch.State
-	// settled is true once it has been live or needed a human.
-	settled bool
 	// obj is the object the cache made it for: its representation of the
 	// kind (typed, unstructured or metadata-only).
 	obj runtime.Object
@@ -804,54 +803,28 @@ func (g *Grader) informerState(observer wgwatch.Observer, name string, i int, s 
 	g.merge.Lock()
 	defer g.merge.Unlock()
 	g.mu.Lock()
-	infs := g.streams[name]
-	infs[i].state = s
-	if s.Phase == wgwatch.PhaseStreaming || s.NeedsHuman {
-		infs[i].settled = true
-		// A stall of a stopped informer of the namespace is over: this
-		// one has been live, or says what needs a human now.
-		for j := range infs {
-			if infs[j].namespace == infs[i].namespace {
-				infs[j].stall = wgwatch.State{}
-			}
-		}
-	}
+	g.merged[name].Publish(i, s)
 	g.mu.Unlock()
 	g.passOn(observer, name, i)
 }
 
 // informerStopped forgets the state of the i-th informer named name, whose
-// Run returned (the cache's RemoveInformer, or the manager stopping): a stopped
-// informer's last stall must not keep the owners Stalled, nor its never
-// finished sync the probe failing, once another informer serves the kind.
-// What the informers still running publish is passed on to observer if
-// it changed; with none running, nothing is, and ReadyzCheck forgets the
-// name until an informer of it reports again. An informer that stopped
-// while it needed a human (RBAC denied) and is made again
-// (RemoveInformer, then GetInformer) is a stream that starts over: its
-// stall stands until the new informer of its namespace has been live or
-// needs a human itself, as a stream's stall stands through anything but
-// those (the watch package's "the state a row gives"). Before, the new
-// informer's start wrote the stall away (a Normal) and its denial
-// reported it again (a second Warning); the operator judge found it.
+// Run returned (the cache's RemoveInformer, or the manager stopping): a
+// stopped informer's last stall must not keep the owners Stalled, nor its
+// never finished sync the probe failing, once another informer serves the
+// kind. What the informers still running publish is passed on to observer
+// if it changed; with none running, nothing is, and ReadyzCheck forgets
+// the name until an informer of it reports again. A stall it stopped in
+// stands until the new informer of its namespace has been live or needs a
+// human itself ([wgwatch.Merge]). Before, the new informer's start wrote
+// the stall away (a Normal) and its denial reported it again (a second
+// Warning); the operator judge found it.
 func (g *Grader) informerStopped(observer wgwatch.Observer, name string, i int) {
 	g.merge.Lock()
 	defer g.merge.Unlock()
 	g.mu.Lock()
-	infs := g.streams[name]
-	// A Run returns late (a reflector sleeps out its backoff first): the
-	// stall stands only if no informer of the namespace that runs has
-	// settled meanwhile.
-	settledSince := false
-	for j, run := range infs {
-		settledSince = settledSince || j != i && run.namespace == infs[i].namespace && run.state.Phase != "" && run.settled
-	}
-	if infs[i].state.NeedsHuman && !settledSince {
-		infs[i].stall = infs[i].state
-	}
-	infs[i].state = wgwatch.State{}
-	infs[i].stopped = true // if its context did not end
-	running := slices.ContainsFunc(infs, func(inf informer) bool { return inf.state.Phase != "" })
+	g.streams[name][i].stopped = true // if its context did not end
+	running := g.merged[name].Stop(i)
 	g.mu.Unlock()
 	if !running {
 		// None runs: the probe does not wait for one that stopped.
@@ -860,36 +833,15 @@ func (g *Grader) informerStopped(observer wgwatch.Observer, name string, i int) 
 	g.passOn(observer, name, i)
 }
 
-// passOn passes on the worst state of the informers named name, to
-// observer, and of those restricted to the i-th one's namespace, if any,
-// to the Owners, each if it changed since it was last passed on; nothing
-// while none of them has published a state. Among states as bad, the i-th
-// informer's, the newest, wins. Callers hold merge, so that the states of
-// two informers reach the observers in the order they were merged.
+// passOn passes on the worst state of the informers named name
+// ([wgwatch.Merge.Worst]), to observer, and of those restricted to the
+// i-th one's namespace, if any, to the Owners, each if it changed since
+// it was last passed on; nothing while none of them has published a
+// state. Callers hold merge, so that the states of two informers reach
+// the observers in the order they were merged.
 func (g *Grader) passOn(observer wgwatch.Observer, name string, i int) {
 	g.mu.Lock()
-	infs := g.streams[name]
-	namespace := infs[i].namespace
-	worst := func(keep func(informer) bool) (wgwatch.State, bool) {
-		var w wgwatch.State
-		if keep(infs[i]) {
-			w = infs[i].state
-		}
-		for _, inf := range infs {
-			if keep(inf) && inf.state.Phase != "" && (w.Phase == "" || severity(inf.state) > severity(w)) {
-				w = inf.state
-			}
-		}
-		// The stall of a stopped informer stands while an informer of its
-		// namespace runs (see informerStopped).
-		for _, inf := range infs {
-			if keep(inf) && inf.stall.Phase != "" && w.Phase != "" && severity(inf.stall) > severity(w) &&
-				slices.ContainsFunc(infs, func(run informer) bool { return run.namespace == inf.namespace && run.state.Phase != "" }) {
-				w = inf.stall
-			}
-		}
-		return w, w.Phase != ""
-	}
+	merged := g.merged[name]
 	changed := func(stream string, s wgwatch.State) bool {
 		if g.shown[stream] == s {
 			return false
@@ -897,12 +849,12 @@ func (g *Grader) passOn(observer wgwatch.Observer, name string, i int) {
 		g.shown[stream] = s
 		return true
 	}
-	all, ok := worst(func(informer) bool { return true })
+	all, ok := merged.Worst(i, true)
 	passAll := ok && changed(name, all)
 	var inNamespace wgwatch.State
 	passNamespace := false
-	if namespace != "" {
-		if s, ok := worst(func(inf informer) bool { return inf.namespace == namespace }); ok {
+	if namespace := merged.Namespace(i); namespace != "" {
+		if s, ok := merged.Worst(i, false); ok {
 			s.Stream = namespacedStream(namespace, name)
 			inNamespace, passNamespace = s, changed(s.Stream, s)
 		}
@@ -914,20 +866,4 @@ func (g *Grader) passOn(observer wgwatch.Observer, name string, i int) {
 	if passNamespace {
 		g.stateChanged(inNamespace)
 	}
-}
-
-// severity orders states from a stream delivering live events to one that
-// needs a human.
-func severity(s wgwatch.State) int {
-	switch {
-	case s.NeedsHuman:
-		return 4
-	case s.Phase == wgwatch.PhaseBlocked:
-		return 3
-	case s.Phase == wgwatch.PhaseReplaying:
-		return 2
-	case s.Phase == wgwatch.PhaseStarting:
-		return 1
-	}
-	return 0
 }
