@@ -3,6 +3,9 @@ package wgctrltest_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,5 +79,30 @@ func TestReconcileResultsAsControllerRuntimeHandlesThem(t *testing.T) {
 	t.Logf("Result{Requeue: true} five times: reconciles=%d", calls)
 	if calls < 6 {
 		t.Errorf("Result{Requeue: true} five times: %d Reconciles, want each requeued (6 at least)", calls)
+	}
+}
+
+// A Reconciler built without the Owner it is given (its Readiness left
+// nil: Status writes nothing) fails the table test, with a message that
+// names the mistake. Run fails its t, so the row runs in a process of its
+// own.
+func TestOwnerNotHandedToTheReconcilerFails(t *testing.T) {
+	if os.Getenv("WGCTRLTEST_UNWIRED") == "1" {
+		op := guestbookOperator(guestbook("team-a", "gb"))
+		op.Reconciler = func(c client.Client, _ *wgctrl.Owner) reconcile.Reconciler {
+			var n atomic.Int64
+			return &countingReconciler{Client: c, result: func() (ctrl.Result, error) { return ctrl.Result{}, nil }, calls: &n}
+		}
+		wgctrltest.Run(t, op, wgctrltest.Wait(time.Minute))
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOwnerNotHandedToTheReconcilerFails$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "WGCTRLTEST_UNWIRED=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the table test of a Reconciler without its Owner passed:\n%s", out)
+	}
+	if want := "is the *wgctrl.Owner that Operator.Reconciler is given handed to your reconciler"; !strings.Contains(string(out), want) {
+		t.Errorf("the failure does not name the mistake (%q):\n%s", want, out)
 	}
 }

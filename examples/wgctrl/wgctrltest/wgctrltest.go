@@ -56,6 +56,14 @@
 //     level are recorded ([Result.ErrorLogs]), as are a Reconcile's
 //     errors, which controller-runtime logs at error level.
 //
+// Run checks one piece of the wiring itself: a run fails when an owner it
+// reconciled ends without a Ready condition, which the status step gives
+// every owner it reconciles, so a Reconciler built without the Owner it is
+// given (its Readiness left nil), or one whose Reconcile never calls
+// Owner.Status, fails the table test with a message that says so. The
+// kit wires the Owner's Requeue source and the readiness probe itself: a
+// main.go that leaves either out is not caught here.
+//
 // How it differs from a real manager: the owner kind's informer is not
 // graded (the owners never go through a simulated server; the standby
 // writer sees them as they are when it starts); the servers' errors reach
@@ -689,8 +697,34 @@ func Run(t *testing.T, op Operator, steps ...Step) *Result {
 		}
 		w.proc.stop()
 		w.stopping.Wait()
+		if unwired := w.unwired(); len(unwired) > 0 {
+			t.Errorf("wgctrltest: %v were reconciled and never given a Ready condition: is the *wgctrl.Owner that Operator.Reconciler is given handed to your reconciler, and does its Reconcile end in Owner.Status (defer func() { res, err = r.Readiness.Status(ctx, obj, res, err) }())?", unwired)
+		}
 	})
 	return res
+}
+
+// unwired returns the owners that exist, were reconciled, and have no
+// Ready condition: with the Owner wired, the status step of a Reconcile
+// gives every owner it reconciled one.
+func (w *world) unwired() []types.NamespacedName {
+	w.result.mu.Lock()
+	reconciled := map[types.NamespacedName]bool{}
+	for _, r := range w.result.lines {
+		if r.What == RecordReconcile {
+			reconciled[r.Owner] = true
+		}
+	}
+	w.result.mu.Unlock()
+	var unwired []types.NamespacedName
+	for _, o := range w.owners() {
+		key := client.ObjectKeyFromObject(o)
+		conds, _ := statusOf(o)
+		if reconciled[key] && !slices.ContainsFunc(conds, func(c metav1.Condition) bool { return c.Type == "Ready" }) {
+			unwired = append(unwired, key)
+		}
+	}
+	return unwired
 }
 
 // world is the run's API server and the operator's current process.
