@@ -131,7 +131,9 @@
 // that the cache's HTTP client (wrapped by [Grader.ManagerOptions])
 // answers itself, empty, without sending it: client-go's request metrics
 // count it as one successful request. The metrics and the probe still know
-// the kind by its one name, with the worst state among its informers; but
+// the kind by its one name, with the worst state among its informers (the
+// core's rule, [wgwatch.Merge], as for an informer removed and made
+// again); but
 // each owner depends on the kind only in the namespaces it follows (Ready's
 // message names them: "team-b/ConfigMap.v1"): a namespaced owner its own, a cluster-scoped one every
 // namespace of the cache, unless its Reconcile says otherwise with
