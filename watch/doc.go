@@ -290,6 +290,11 @@
 // at error level; [WatchErrorLogger] grades these logs as Grade grades
 // endings. Streams log nothing of their own: they publish states.
 //
+// Where several informers serve one stream (one per namespace, or an
+// informer removed and made again), [Merge] gives the state the stream
+// shows: the worst of those that run, with a stopped informer's stall
+// standing until its namespace's new informer is live.
+//
 // # Observers
 //
 // Streams report state changes and every session ending to an

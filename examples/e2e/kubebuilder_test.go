@@ -432,7 +432,7 @@ func TestKubebuilder(t *testing.T) {
 	leaderElection(t, kube, proj, podNS, user)
 	m.leaderElect = podNS
 	m.start()
-	if err := m.awaitLog(ctx, time.Minute, "Successfully acquired lease"); err != nil {
+	if err := m.awaitLog(ctx, time.Minute, leaseAcquired); err != nil {
 		t.Fatal(err)
 	}
 	if err := rz.await(ctx, time.Minute, "200 from the leader", ready); err != nil {
@@ -453,14 +453,14 @@ func TestKubebuilder(t *testing.T) {
 		t.Fatal(err)
 	}
 	rolloutReady := time.Since(rolled)
-	if log, _ := os.ReadFile(next.log); bytes.Contains(log, []byte("Successfully acquired lease")) {
+	if log, _ := os.ReadFile(next.log); bytes.Contains(log, []byte(leaseAcquired)) {
 		t.Fatal("the new pod was elected while the old one held the lease")
 	}
 	oldErrors := m.errorLines(0)
 	stopped := time.Now()
 	m.stop()
 	rollStopErrors := len(m.errorLines(0)) - len(oldErrors)
-	if err := next.awaitLog(ctx, 2*time.Minute, "Successfully acquired lease"); err != nil {
+	if err := next.awaitLog(ctx, 2*time.Minute, leaseAcquired); err != nil {
 		t.Fatal(err)
 	}
 	takeover := time.Since(stopped)
@@ -713,6 +713,10 @@ func (m *manager) start() {
 		close(done)
 	}()
 }
+
+// leaseAcquired is what client-go's leader election logs once the
+// process holds the lease.
+const leaseAcquired = "Successfully acquired lease"
 
 // inPod returns the command that runs bin as if in a pod of namespace,
 // as far as controller-runtime's leader election looks: the scaffold sets

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -1235,31 +1236,38 @@ func judgeFirstOutcomes(v *verdict, w *world) {
 
 // gatherFirstOutcomes reads p's first_outcomes_total of the owners.
 func gatherFirstOutcomes(p *process) (ready, stalled int) {
+	ownerSamples(p, func(family string, m *dto.Metric, labels map[string]string) {
+		if family != "watchgrade_first_outcomes_total" {
+			return
+		}
+		switch labels[wgmetrics.LabelOutcome] {
+		case wgmetrics.FirstOutcomeReady:
+			ready = int(m.GetCounter().GetValue())
+		case wgmetrics.FirstOutcomeStalled:
+			stalled = int(m.GetCounter().GetValue())
+		}
+	})
+	return ready, stalled
+}
+
+// ownerSamples calls each with every sample of p's registry labelled with
+// the owners' resource, its family's name and its labels.
+func ownerSamples(p *process, each func(family string, m *dto.Metric, labels map[string]string)) {
 	families, err := p.reg.Gather()
 	if err != nil {
 		p.w.t.Fatal(err)
 	}
 	for _, fam := range families {
-		if fam.GetName() != "watchgrade_first_outcomes_total" {
-			continue
-		}
 		for _, m := range fam.GetMetric() {
 			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels[wgmetrics.LabelResource] != owners.String() {
-				continue
-			}
-			switch labels[wgmetrics.LabelOutcome] {
-			case wgmetrics.FirstOutcomeReady:
-				ready = int(m.GetCounter().GetValue())
-			case wgmetrics.FirstOutcomeStalled:
-				stalled = int(m.GetCounter().GetValue())
+			if labels[wgmetrics.LabelResource] == owners.String() {
+				each(fam.GetName(), m, labels)
 			}
 		}
 	}
-	return ready, stalled
 }
 
 // expectFirstReady is what the metrics doc promises for l's first Ready,
@@ -1309,27 +1317,14 @@ func expectFirstReady(w *world, p *process, l *life) (wgmetrics.FirstReadyResult
 // gatherFirstReady reads p's time-to-first-Ready series for the owners.
 func gatherFirstReady(p *process) (count int, sum float64, rejected map[string]float64) {
 	rejected = map[string]float64{}
-	families, err := p.reg.Gather()
-	if err != nil {
-		p.w.t.Fatal(err)
-	}
-	for _, fam := range families {
-		for _, m := range fam.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels[wgmetrics.LabelResource] != owners.String() {
-				continue
-			}
-			switch fam.GetName() {
-			case "watchgrade_time_to_first_ready_seconds":
-				count, sum = int(m.GetHistogram().GetSampleCount()), m.GetHistogram().GetSampleSum()
-			case "watchgrade_time_to_first_ready_rejected_total":
-				rejected[labels[wgmetrics.LabelReason]] = m.GetCounter().GetValue()
-			}
+	ownerSamples(p, func(family string, m *dto.Metric, labels map[string]string) {
+		switch family {
+		case "watchgrade_time_to_first_ready_seconds":
+			count, sum = int(m.GetHistogram().GetSampleCount()), m.GetHistogram().GetSampleSum()
+		case "watchgrade_time_to_first_ready_rejected_total":
+			rejected[labels[wgmetrics.LabelReason]] = m.GetCounter().GetValue()
 		}
-	}
+	})
 	return count, sum, rejected
 }
 
