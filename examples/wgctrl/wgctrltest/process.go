@@ -55,7 +55,9 @@ type process struct {
 	replaced chan struct{}
 	done     int
 	ready    chan struct{}
-	// ownerHandlers are the handlers added to the owner kind's informer.
+	// ownerHandlers are the handlers added to the owner kind's informer,
+	// under ownerMu (see informer).
+	ownerMu       sync.Mutex
 	ownerHandlers []toolscache.ResourceEventHandler
 }
 
@@ -409,7 +411,7 @@ func (i informers) GetInformer(_ context.Context, obj client.Object, _ ...cache.
 		return nil, err
 	}
 	if gvk == i.w.ownerGVK {
-		return &informer{objs: i.w.owners(), p: i.p}, nil
+		return &informer{w: i.w, p: i.p}, nil
 	}
 	name := wgctrl.StreamName(gvk)
 	if theirs := i.w.objs[name]; theirs != nil && !i.w.unwatched[name] && metadataOnly(obj) != metadataOnly(theirs) {
@@ -444,32 +446,40 @@ func (w *world) watched() int {
 	return n
 }
 
-// informer delivers objs to each handler added and, for the owner kind's,
-// the deletions (process.deleted).
+// informer is the owner kind's informer (p set) or a watched kind's,
+// which delivers nothing. The owner kind's delivers to each handler added
+// the owners as they are when it is added, then their deletions
+// (process.deleted), as a real informer's handler sees them: no deletion
+// is lost between the two, because the owners are read and the handler
+// registered under ownerMu, which a deletion takes after the object is
+// gone from the server (a deletion in between was lost, and the Owner
+// kept requeueing the deleted owner: the operator judge's seed 28 once).
 type informer struct {
 	cache.Informer
-	objs []client.Object
-	p    *process // nil for a watched kind's
+	w *world
+	p *process // nil for a watched kind's
 }
 
 func (i *informer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	for _, o := range i.objs {
+	if i.p == nil {
+		return nil, nil
+	}
+	i.p.ownerMu.Lock()
+	defer i.p.ownerMu.Unlock()
+	for _, o := range i.w.owners() {
 		h.OnAdd(o, true)
 	}
-	if i.p != nil {
-		i.p.mu.Lock()
-		i.p.ownerHandlers = append(i.p.ownerHandlers, h)
-		i.p.mu.Unlock()
-	}
+	i.p.ownerHandlers = append(i.p.ownerHandlers, h)
 	return nil, nil
 }
 
-// deleted hands an owner's deletion to the owner kind's handlers, then to
-// the controller (its For watch queues the owner).
+// deleted hands an owner's deletion, once it is gone from the server, to
+// the owner kind's handlers, then to the controller (its For watch queues
+// the owner).
 func (p *process) deleted(obj client.Object) {
-	p.mu.Lock()
+	p.ownerMu.Lock()
 	handlers := slices.Clone(p.ownerHandlers)
-	p.mu.Unlock()
+	p.ownerMu.Unlock()
 	for _, h := range handlers {
 		h.OnDelete(obj)
 	}
