@@ -233,7 +233,7 @@ func startWatchTargetOperator(t *testing.T, cfg *rest.Config, grade *wgctrl.Grad
 	if err := mgr.AddReadyzCheck("watches", grade.ReadyzCheck); err != nil {
 		t.Fatal(err)
 	}
-	readiness, err := grade.Owner(mgr, &watchtarget.WatchTarget{}, &corev1.ConfigMap{})
+	readiness, err := grade.Owner(mgr, &watchtarget.WatchTarget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,8 +246,8 @@ func startWatchTargetOperator(t *testing.T, cfg *rest.Config, grade *wgctrl.Grad
 		defer func() { res, err = readiness.Status(ctx, wt, res, err) }()
 		return ctrl.Result{}, nil
 	})
-	if err := ctrl.NewControllerManagedBy(mgr).For(&watchtarget.WatchTarget{}).Owns(&corev1.ConfigMap{}).
-		WatchesRawSource(readiness.Requeue()).Complete(reconciler); err != nil {
+	if err := readiness.ControllerManagedBy(mgr).For(&watchtarget.WatchTarget{}).Owns(&corev1.ConfigMap{}).
+		Complete(reconciler); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,13 +10,12 @@
 //
 //	grade, err := wgctrl.New(wgctrl.Options{WaitForHuman: true})
 //	mgr, err := ctrl.NewManager(cfg, grade.ManagerOptions(ctrl.Options{Scheme: scheme}))
-//	readiness, err := grade.Owner(mgr, &webappv1.Guestbook{}, &corev1.ConfigMap{})
+//	readiness, err := grade.Owner(mgr, &webappv1.Guestbook{})
 //
-//	// the controller, as kubebuilder scaffolds it, plus one source:
-//	ctrl.NewControllerManagedBy(mgr).
+//	// the controller, as kubebuilder scaffolds it, built by the Owner:
+//	readiness.ControllerManagedBy(mgr). // not ctrl.NewControllerManagedBy(mgr)
 //		For(&webappv1.Guestbook{}).
 //		Owns(&corev1.ConfigMap{}).
-//		WatchesRawSource(readiness.Requeue()).
 //		Complete(r)
 //
 //	// Reconcile, after reading the Guestbook gb:
@@ -158,8 +157,13 @@
 // owner's land in the namespace "default" (client-go's recorders put them
 // there), so its controller needs the Events RBAC there or cluster-wide.
 //
-// Owners depend on the streams of the kinds passed to [Grader.Owner]; you
-// never write those names. Per-object dependencies (an informer Reconcile
+// Owners depend on the streams of the kinds their controller watches:
+// built with [Owner.ControllerManagedBy], the controller's Owns, Watches
+// and WatchesMetadata are those kinds, said once, and its Build adds the
+// Owner's Requeue source, so neither can be left out (a controller built
+// with ctrl.NewControllerManagedBy lists its kinds again in
+// [Grader.Owner], and adds the source itself; [Owner.Start] logs an error
+// when no controller has it). You never write those names. Per-object dependencies (an informer Reconcile
 // asks the cache for, say) go through [Owner.Track], named by [StreamName]
 // from the informer's kind (a controller that knows a resource maps it to
 // its kind with the manager's RESTMapper, as examples/ctrlruntime does),

@@ -16,3 +16,10 @@ func (g *Grader) Namespaces(name string) []string {
 }
 
 var NamespaceInPath = namespaceInPath
+
+// RequeueMade reports whether Requeue has made the Owner's source.
+func (o *Owner) RequeueMade() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.requeueMade
+}

@@ -744,6 +744,13 @@ func StreamName(gvk schema.GroupVersionKind) string {
 }
 
 // streamName returns the stream name of the cache's informers of obj's
+// schemeOf returns the scheme the Grader names kinds by.
+func (g *Grader) schemeOf() *runtime.Scheme {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.scheme
+}
+
 // kind, from the manager's scheme.
 func (g *Grader) streamName(obj runtime.Object) (string, error) {
 	g.mu.Lock()

@@ -106,8 +106,10 @@ type Owner struct {
 	mu sync.Mutex
 	// standby is the standby writer's queue while Start runs.
 	standby workqueue.TypedRateLimitingInterface[types.NamespacedName]
-	// queue is the controller's workqueue, once its sources start.
-	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// queue is the controller's workqueue, once its sources start;
+	// requeueMade is true once Requeue has made the source that sets it.
+	queue       workqueue.TypedRateLimitingInterface[reconcile.Request]
+	requeueMade bool
 	// reconciled is true once Status has been called: the controller's
 	// workers run, and the standby writer stands down for good.
 	reconciled bool
@@ -126,14 +128,18 @@ type Owner struct {
 	gr schema.GroupResource
 }
 
-// Owner declares an owner kind and the kinds its controller watches (Owns
-// and Watches; the owner kind itself need not be listed), adds its standby
-// writer to mgr, and returns it. Call it before mgr.Start, once per owner
-// kind. Pass each watched kind once, as a typed object or a
-// metav1.PartialObjectMetadata with its kind set: either means the kind,
-// and the owners follow whichever informer of it the controller's watch
-// makes (a builder.OnlyMetadata watch makes a metadata-only one), with no
-// second informer (see [Owner.Start]).
+// Owner declares an owner kind, adds its standby writer to mgr, and returns
+// it. Call it before mgr.Start, once per owner kind, and build the kind's
+// controller with [Owner.ControllerManagedBy]: the kinds the controller
+// watches (Owns and Watches) are then the kinds the owners depend on, said
+// once. deps adds kinds the builder does not see (a raw source's), or, for
+// a controller built with ctrl.NewControllerManagedBy, lists every kind of
+// its Owns and Watches (the owner kind itself need not be listed). Pass
+// each kind as a typed object or a metav1.PartialObjectMetadata with its
+// kind set: either means the kind, and the owners follow whichever
+// informer of it the controller's watch makes (a builder.OnlyMetadata
+// watch makes a metadata-only one), with no second informer (see
+// [Owner.Start]).
 func (g *Grader) Owner(mgr manager.Manager, owner client.Object, deps ...client.Object) (*Owner, error) {
 	gvk, err := apiutil.GVKForObject(owner, mgr.GetScheme())
 	if err != nil {
@@ -213,19 +219,8 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 		tracked:   map[types.NamespacedName]struct{}{},
 		unwatched: map[string]bool{},
 	}
-	for _, d := range deps {
-		dgvk, err := apiutil.GVKForObject(d, scheme)
-		if err != nil {
-			return nil, fmt.Errorf("wgctrl: %w", err)
-		}
-		name, err := g.streamName(d)
-		if err != nil {
-			return nil, err
-		}
-		if slices.ContainsFunc(o.deps, func(x dep) bool { return x.name == name }) {
-			continue // the same kind in another representation: one stream
-		}
-		o.deps = append(o.deps, dep{obj: d, gvk: dgvk, name: name})
+	if err := o.watch(deps...); err != nil {
+		return nil, err
 	}
 	o.acc, err = wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Rollup: g.opts.Rollup, Policy: g.opts.Policy, OnChange: o.changed})
 	if err != nil {
@@ -246,11 +241,46 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 	g.mu.Lock()
 	g.owners = append(g.owners, o)
 	g.mu.Unlock()
-	// The probe waits for the watched kinds' informers, each until it has
-	// synced once or is found not served (Start): it does not pass
-	// before anything is known.
-	g.synced.Expect(o.Streams()...)
 	return o, nil
+}
+
+// watch adds kinds to those the owners depend on, each once (a kind in
+// two representations is one stream). The probe waits for their
+// informers, each until it has synced once or is found not served
+// (Start): it does not pass before anything is known. It fails once
+// Start runs: the standby writer follows the kinds it had then.
+func (o *Owner) watch(kinds ...client.Object) error {
+	scheme := o.g.schemeOf()
+	var names []string
+	for _, k := range kinds {
+		gvk, err := apiutil.GVKForObject(k, scheme)
+		if err != nil {
+			return fmt.Errorf("wgctrl: %w", err)
+		}
+		name, err := o.g.streamName(k)
+		if err != nil {
+			return err
+		}
+		o.mu.Lock()
+		switch {
+		case o.standby != nil:
+			o.mu.Unlock()
+			return fmt.Errorf("wgctrl: %s watched after the manager started: build the %s controller before mgr.Start", name, o.gvk.Kind)
+		case !slices.ContainsFunc(o.deps, func(x dep) bool { return x.name == name }):
+			o.deps = append(o.deps, dep{obj: k, gvk: gvk, name: name})
+			names = append(names, name)
+		}
+		o.mu.Unlock()
+	}
+	o.g.synced.Expect(names...)
+	return nil
+}
+
+// kinds returns the watched kinds, in the order they were added.
+func (o *Owner) kinds() []dep {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.deps)
 }
 
 // Accumulator returns the owner kind's accumulator: set gates of your own
@@ -258,19 +288,22 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 func (o *Owner) Accumulator() *wgreadiness.Accumulator { return o.acc }
 
 // Streams returns the stream names every owner of the kind depends on, one
-// per watched kind passed to Grader.Owner (a kind passed twice, typed and
-// metadata-only, is one), in that order.
+// per watched kind (passed to Grader.Owner, then those of the controller's
+// Builder; a kind passed twice, typed and metadata-only, is one), in that
+// order.
 func (o *Owner) Streams() []string {
-	names := make([]string, len(o.deps))
-	for i, d := range o.deps {
+	deps := o.kinds()
+	names := make([]string, len(deps))
+	for i, d := range deps {
 		names[i] = d.name
 	}
 	return names
 }
 
 // Requeue returns the source that hands the controller's workqueue every
-// owner whose verdict changed: add it to the controller with
-// WatchesRawSource. Add never blocks (and is a no-op once the queue has
+// owner whose verdict changed: [Owner.ControllerManagedBy] adds it; a
+// controller built otherwise adds it with WatchesRawSource (Start logs an
+// error when no controller has it). Add never blocks (and is a no-op once the queue has
 // shut down); before the controller starts there is no queue, and nothing
 // is lost, since every owner is reconciled when it starts. A nil Owner's
 // source queues nothing.
@@ -278,6 +311,9 @@ func (o *Owner) Requeue() source.Source {
 	if o == nil {
 		return source.Func(func(context.Context, workqueue.TypedRateLimitingInterface[reconcile.Request]) error { return nil })
 	}
+	o.mu.Lock()
+	o.requeueMade = true
+	o.mu.Unlock()
 	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		o.mu.Lock()
 		defer o.mu.Unlock()
@@ -313,7 +349,7 @@ func (o *Owner) track(key types.NamespacedName) {
 	o.mu.Unlock()
 	var streams []string
 	stalled := map[string]bool{}
-	for _, d := range o.deps {
+	for _, d := range o.kinds() {
 		streams = append(streams, o.g.dependencies(d.name, namespaces)...)
 		for _, ns := range namespaces {
 			if !o.isUnwatched(d.name, ns) {
@@ -556,12 +592,16 @@ func (o *Owner) Start(ctx context.Context) error {
 		return errors.New("wgctrl: Owner.Start called twice")
 	}
 	o.standby = standby
+	requeued := o.requeueMade
 	o.mu.Unlock()
+	if !requeued {
+		o.log.Error(nil, "the Owner's Requeue source is in no controller, so an owner whose verdict changes (a stream blocked, then repaired) is not reconciled until its next event: build the controller with Owner.ControllerManagedBy, or add WatchesRawSource(owner.Requeue()) to it")
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer standby.ShutDown()
 	wg.Go(func() { o.followOwners(ctx) })
-	for _, d := range o.deps {
+	for _, d := range o.kinds() {
 		wg.Go(func() { o.follow(ctx, d) })
 	}
 	wg.Go(func() {

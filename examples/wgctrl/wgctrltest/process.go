@@ -122,12 +122,13 @@ func (w *world) start() (*process, error) {
 			p.wg.Go(func() { p.makeInformers(w, name) })
 		}
 	}
+	requeue := owner.Requeue()
 	p.wg.Go(func() {
 		if err := owner.Start(ctx); err != nil {
 			panic(fmt.Sprintf("wgctrltest: Owner.Start: %v", err)) // only a second Start fails
 		}
 	})
-	c, err := p.controller(w, r, owner.Requeue())
+	c, err := p.controller(w, r, requeue)
 	if err != nil {
 		cancel()
 		return nil, err

@@ -62,7 +62,10 @@
 // given (its Readiness left nil), or one whose Reconcile never calls
 // Owner.Status, fails the table test with a message that says so. The
 // kit wires the Owner's Requeue source and the readiness probe itself: a
-// main.go that leaves either out is not caught here.
+// main.go that serves healthz.Ping is not caught here, and one that builds
+// the controller with ctrl.NewControllerManagedBy and leaves out the
+// Requeue source or a kind of grade.Owner neither (build it with
+// wgctrl.Owner.ControllerManagedBy, and neither can be left out).
 //
 // How it differs from a real manager: the owner kind's informer is not
 // graded (the owners never go through a simulated server; the standby

@@ -107,7 +107,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	readiness, err := grade.Owner(mgr, &Guestbook{}, &corev1.ConfigMap{}) // the owner kind, and what it Owns and Watches
+	readiness, err := grade.Owner(mgr, &Guestbook{})
 	if err != nil {
 		return err
 	}
@@ -115,8 +115,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	err = ctrl.NewControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}).
-		WatchesRawSource(readiness.Requeue()). // one more source
+	err = readiness.ControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}). // not ctrl.NewControllerManagedBy
 		Complete(&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness})
 	if err != nil {
 		return err
