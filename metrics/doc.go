@@ -123,6 +123,10 @@
 //
 //	sum by (resource) (increase(watchgrade_first_outcomes_total{outcome="ready"}[1d])) / sum by (resource) (increase(watchgrade_first_outcomes_total[1d]))
 //
+// The monitoring kit (examples/monitoring) records it as
+// resource:watchgrade_first_outcomes_ready:ratio1d and its dashboard
+// shows it.
+//
 // Call [FirstReady.Observe] from the reconciler with the object it reads
 // and with the object its status write returns, passing the Ready
 // condition (meta.FindStatusCondition(conditions, "Ready")), and

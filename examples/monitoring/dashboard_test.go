@@ -204,6 +204,7 @@ func TestDashboardShowsWhatTheKitPromises(t *testing.T) {
 		"Replay durations":                 {"timeseries", "watchgrade_watch_replay_duration_seconds_bucket"},
 		"Time to first Ready":              {"heatmap", "watchgrade_time_to_first_ready_seconds_bucket"},
 		"Stalled objects":                  {"table", "watchtarget_status_condition"},
+		"Provisioned without a human":      {"timeseries", "watchgrade_first_outcomes_total"},
 	}
 	ids := map[int]bool{}
 	type cell struct{ x, y int }

@@ -174,6 +174,10 @@ func firstReadies(resource string, seconds, n float64) growth {
 	return growth{metric: "watchgrade_time_to_first_ready_seconds", histogram: true, match: map[string]string{"resource": resource}, value: seconds, perMinute: n}
 }
 
+func firstOutcomes(resource, outcome string, n float64) growth {
+	return growth{metric: "watchgrade_first_outcomes_total", match: map[string]string{"resource": resource, "outcome": outcome}, perMinute: n}
+}
+
 func rejections(resource, reason string, n float64) growth {
 	return growth{metric: "watchgrade_time_to_first_ready_rejected_total", match: map[string]string{"resource": resource, "reason": reason}, perMinute: n}
 }
@@ -328,6 +332,18 @@ func scenarios(t *testing.T) []scenario {
 			{at: 65, expr: qRejected, why: "rejections to watch for in the last hour: not_witnessed is routine and left out", samples: []expSample{{resReason(watchtargets, "reversed"), 60}}},
 			{at: 65, expr: qOldRejected, why: "before: the routine not_witnessed counted as a rejection to watch for", before: true,
 				samples: []expSample{{resReason(watchtargets, "not_witnessed"), 120}, {resReason(watchtargets, "reversed"), 60}}},
+		},
+	})
+	// First outcomes: three WatchTargets a minute Ready first, one Stalled
+	// first (a human had to act before it was ever ready).
+	out = append(out, scenario{
+		name:   "first outcomes: the share provisioned without a human",
+		phases: []phase{{file: recovered, minutes: 70}},
+		grow:   []growth{firstOutcomes(watchtargets, "ready", 3), firstOutcomes(watchtargets, "stalled", 1)},
+		exprs: []exprCase{
+			{at: 65, expr: "resource:watchgrade_first_outcomes_ready:ratio1d", why: "three of every four objects were Ready first (195 and 65 in 65 minutes); " +
+				"increase extrapolates the ready counter, which starts at 1, 20 s back to its zero (196), and the stalled one, which starts at 0, not at all",
+				samples: []expSample{{"resource:watchgrade_first_outcomes_ready:ratio1d" + res(watchtargets), 196.0 / 261}}},
 		},
 	})
 	// The hot flap again, as Prometheus 2 stores it: le="1" as exposed.
