@@ -2,8 +2,10 @@ package wgctrl
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -25,7 +27,14 @@ type Builder struct {
 	o     *Owner
 	b     *builder.Builder
 	owner client.Object
-	kinds []client.Object
+	kinds []watched
+}
+
+// watched is a kind the controller is told to watch, and whether its
+// informer is metadata-only (builder.OnlyMetadata).
+type watched struct {
+	obj          client.Object
+	metadataOnly bool
 }
 
 // ControllerManagedBy returns a builder of the owner kind's controller, in
@@ -51,7 +60,7 @@ func (b *Builder) For(object client.Object, opts ...builder.ForOption) *Builder 
 
 // Owns is builder.Builder's Owns; the owners depend on object's kind.
 func (b *Builder) Owns(object client.Object, opts ...builder.OwnsOption) *Builder {
-	b.kinds = append(b.kinds, object)
+	b.kinds = append(b.kinds, watched{object, slices.ContainsFunc(opts, func(o builder.OwnsOption) bool { return o == builder.OnlyMetadata })})
 	b.b.Owns(object, opts...)
 	return b
 }
@@ -59,7 +68,7 @@ func (b *Builder) Owns(object client.Object, opts ...builder.OwnsOption) *Builde
 // Watches is builder.Builder's Watches; the owners depend on object's
 // kind.
 func (b *Builder) Watches(object client.Object, eventHandler handler.EventHandler, opts ...builder.WatchesOption) *Builder {
-	b.kinds = append(b.kinds, object)
+	b.kinds = append(b.kinds, watched{object, slices.ContainsFunc(opts, func(o builder.WatchesOption) bool { return o == builder.OnlyMetadata })})
 	b.b.Watches(object, eventHandler, opts...)
 	return b
 }
@@ -67,7 +76,7 @@ func (b *Builder) Watches(object client.Object, eventHandler handler.EventHandle
 // WatchesMetadata is builder.Builder's WatchesMetadata; the owners depend
 // on object's kind, through the metadata-only informer it makes.
 func (b *Builder) WatchesMetadata(object client.Object, eventHandler handler.EventHandler, opts ...builder.WatchesOption) *Builder {
-	b.kinds = append(b.kinds, object)
+	b.kinds = append(b.kinds, watched{object, true})
 	b.b.WatchesMetadata(object, eventHandler, opts...)
 	return b
 }
@@ -126,7 +135,20 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 				return nil, fmt.Errorf("wgctrl: the controller is For %s, but its Owner writes the status of %s: make the Owner with Grader.Owner(mgr, the For object)", gvk.GroupKind(), b.o.gvk.GroupKind())
 			}
 		}
-		if err := b.o.watch(b.kinds...); err != nil {
+		kinds := make([]client.Object, len(b.kinds))
+		for i, k := range b.kinds {
+			kinds[i] = k.obj
+			if _, ok := k.obj.(*metav1.PartialObjectMetadata); k.metadataOnly && !ok {
+				gvk, err := apiutil.GVKForObject(k.obj, b.o.g.schemeOf())
+				if err != nil {
+					return nil, fmt.Errorf("wgctrl: %w", err)
+				}
+				m := &metav1.PartialObjectMetadata{}
+				m.SetGroupVersionKind(gvk)
+				kinds[i] = m
+			}
+		}
+		if err := b.o.watch(kinds...); err != nil {
 			return nil, err
 		}
 		b.b.WatchesRawSource(b.o.Requeue())

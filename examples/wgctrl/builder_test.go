@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -64,10 +65,15 @@ func TestControllerManagedBySaysTheWatchedKindsOnce(t *testing.T) {
 	if got, want := owner.Streams(), []string{"ConfigMap.v1", "Secret.v1"}; !slices.Equal(got, want) {
 		t.Errorf("Streams() = %v, want %v", got, want)
 	}
+	if kinds := owner.Kinds(); len(kinds) != 2 {
+		t.Errorf("Kinds() = %v, want two", kinds)
+	} else if _, ok := kinds[1].(*metav1.PartialObjectMetadata); !ok {
+		t.Errorf("Kinds()[1] = %T, want a *metav1.PartialObjectMetadata: Secrets are watched metadata-only", kinds[1])
+	}
 	if err := grade.ReadyzCheck(nil); err == nil || !strings.Contains(err.Error(), "Secret.v1") {
 		t.Errorf("ReadyzCheck() = %v, want it to wait for Secret.v1", err)
 	}
-	if !owner.RequeueMade() {
+	if !owner.RequeueAdded() {
 		t.Error("the controller was built without the Owner's Requeue source")
 	}
 }

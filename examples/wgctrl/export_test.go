@@ -16,10 +16,3 @@ func (g *Grader) Namespaces(name string) []string {
 }
 
 var NamespaceInPath = namespaceInPath
-
-// RequeueMade reports whether Requeue has made the Owner's source.
-func (o *Owner) RequeueMade() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.requeueMade
-}

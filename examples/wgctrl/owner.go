@@ -276,6 +276,19 @@ func (o *Owner) watch(kinds ...client.Object) error {
 	return nil
 }
 
+// Kinds returns the watched kinds, one object each, in the order they were
+// added ([Grader.Owner]'s, then the controller's [Builder]'s): a
+// metav1.PartialObjectMetadata for a kind the controller watches
+// metadata-only. wgctrltest builds its simulated servers from them.
+func (o *Owner) Kinds() []client.Object {
+	deps := o.kinds()
+	objs := make([]client.Object, len(deps))
+	for i, d := range deps {
+		objs[i] = d.obj
+	}
+	return objs
+}
+
 // kinds returns the watched kinds, in the order they were added.
 func (o *Owner) kinds() []dep {
 	o.mu.Lock()
@@ -320,6 +333,19 @@ func (o *Owner) Requeue() source.Source {
 		o.queue = q
 		return nil
 	})
+}
+
+// RequeueAdded reports whether [Owner.Requeue] has made the Owner's
+// source: [Owner.ControllerManagedBy] adds it to the controller it builds.
+// Without it, an owner whose verdict changes (a denial repaired) is not
+// reconciled until its next event. wgctrltest checks a setup with it.
+func (o *Owner) RequeueAdded() bool {
+	if o == nil {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.requeueMade
 }
 
 // Track sets streams that the owner key depends on beyond the watched

@@ -15,8 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
 	"github.com/watchgrade/watchgrade/examples/wgctrl/wgctrltest"
@@ -88,6 +89,15 @@ func (r *GuestbookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	return ctrl.Result{}, nil
 }
 
+// SetupWithManager is the adoption's, as kubebuilder scaffolds it, built
+// by the Owner: the kinds it Owns are the kinds the Guestbooks depend on.
+func (r *GuestbookReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return r.Readiness.ControllerManagedBy(mgr).
+		For(&Guestbook{}).
+		Owns(&corev1.ConfigMap{}).
+		Complete(r)
+}
+
 func guestbook(namespace, name string) *Guestbook {
 	return &Guestbook{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Generation: 1}}
 }
@@ -96,10 +106,10 @@ func guestbookOperator(objects ...client.Object) wgctrltest.Operator {
 	return wgctrltest.Operator{
 		Scheme:  newScheme(),
 		Owner:   &Guestbook{},
-		Watches: []client.Object{&corev1.ConfigMap{}},
 		Objects: objects,
-		Reconciler: func(c client.Client, readiness *wgctrl.Owner) reconcile.Reconciler {
-			return &GuestbookReconciler{Client: c, Readiness: readiness}
+		// The operator's own setup, as its main calls it.
+		SetupWithManager: func(mgr manager.Manager, readiness *wgctrl.Owner) error {
+			return (&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness}).SetupWithManager(mgr)
 		},
 	}
 }
@@ -226,17 +236,20 @@ func ExampleDeleteDuringReconcile() {
 }
 
 // A controller that watches the ConfigMaps metadata-only
-// (builder.OnlyMetadata), wired as the adoption steps wire it: the Owner
-// given them typed follows the controller's informer, and the cache runs
-// no second informer of the kind.
+// (builder.OnlyMetadata): the kit learns the kind, and its representation,
+// from the controller the setup builds, the Owner follows the
+// controller's informer, and the cache runs no second informer of the
+// kind.
 func ExampleOperator_ownerWatches() {
 	key := types.NamespacedName{Namespace: "shop", Name: "gb"}
 	t := &testing.T{} // in a test function, its own t
 	op := guestbookOperator(guestbook(key.Namespace, key.Name))
-	cm := &metav1.PartialObjectMetadata{}
-	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-	op.Watches = []client.Object{cm}                       // the controller's watch
-	op.OwnerWatches = []client.Object{&corev1.ConfigMap{}} // what main passes to grade.Owner
+	op.SetupWithManager = func(mgr manager.Manager, readiness *wgctrl.Owner) error {
+		return readiness.ControllerManagedBy(mgr).
+			For(&Guestbook{}).
+			Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
+			Complete(&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness})
+	}
 	res := wgctrltest.Run(t, op,
 		wgctrltest.Wait(time.Minute),
 		wgctrltest.Deny(&corev1.ConfigMap{}, ""),

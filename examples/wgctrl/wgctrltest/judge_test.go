@@ -16,7 +16,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
@@ -45,6 +47,7 @@ type history struct {
 	owners     []types.NamespacedName
 	policy     wgwatch.Policy
 	watches    string // typed, metadata-only or unwatched
+	setup      bool   // wired by Operator.SetupWithManager
 	steps      []wgctrltest.Step
 	// facts, in virtual time since the run began.
 	at     []time.Duration // each step's start
@@ -269,6 +272,11 @@ func generate(seed uint64) *history {
 	// Reconcile reads them with the client, and the Owner asks the cache
 	// for their informer: the workers do not wait for it).
 	h.watches = []string{"typed", "typed", "metadata-only", "unwatched"}[r.IntN(4)]
+	// Wired by its own setup (Operator.SetupWithManager, building the
+	// controller with Owner.ControllerManagedBy: the kit learns the
+	// watched kinds from it), or by a Reconciler and the kinds given to
+	// the kit: drawn last.
+	h.setup = r.IntN(2) == 0
 	return h
 }
 
@@ -324,6 +332,7 @@ func (h *history) operator() wgctrltest.Operator {
 		objs = append(objs, guestbook(k.Namespace, k.Name))
 	}
 	op := guestbookOperator(objs...)
+	op.SetupWithManager, op.Watches = nil, []client.Object{&corev1.ConfigMap{}} // the judge's reconciler, with gates and faults of its own
 	op.Reconciler = func(c client.Client, readiness *wgctrl.Owner) reconcile.Reconciler {
 		return &gatedReconciler{Client: c, Readiness: readiness}
 	}
@@ -334,6 +343,22 @@ func (h *history) operator() wgctrltest.Operator {
 		op.Watches, op.OwnerWatches = []client.Object{cm}, []client.Object{&corev1.ConfigMap{}}
 	case "unwatched":
 		op.Watches, op.OwnerWatches = nil, []client.Object{&corev1.ConfigMap{}}
+	}
+	if h.setup {
+		op.Reconciler, op.Watches, op.OwnerWatches = nil, nil, nil
+		op.SetupWithManager = func(mgr manager.Manager, readiness *wgctrl.Owner) error {
+			b := readiness.ControllerManagedBy(mgr).For(&Guestbook{})
+			switch h.watches {
+			case "typed":
+				b.Owns(&corev1.ConfigMap{})
+			case "metadata-only":
+				b.Owns(&corev1.ConfigMap{}, builder.OnlyMetadata)
+			}
+			return b.Complete(&gatedReconciler{Client: mgr.GetClient(), Readiness: readiness})
+		}
+		if h.watches == "unwatched" {
+			op.OwnerWatches = []client.Object{&corev1.ConfigMap{}} // what main passes to grade.Owner
+		}
 	}
 	op.Namespaces = h.cacheOrder
 	op.Options.Policy = h.policy
@@ -697,6 +722,9 @@ func TestOperatorJudge(t *testing.T) {
 		}
 		worlds["long_outage"] += h.longOutages
 		worlds[h.watches]++
+		if h.setup {
+			worlds["setup"]++
+		}
 		for _, k := range h.kinds {
 			worlds[k]++
 		}
@@ -714,16 +742,16 @@ func TestOperatorJudge(t *testing.T) {
 				for _, r := range res.Timeline() {
 					fmt.Fprintf(&b, "\n  %s", r)
 				}
-				t.Logf("seed %d (-operator.seed=%d): namespaces=%v owners=%v watches=%s policy=%+v%s", seed, seed, h.namespaces, h.owners, h.watches, h.policy, b.String())
+				t.Logf("seed %d (-operator.seed=%d): namespaces=%v owners=%v watches=%s setup=%t policy=%+v%s", seed, seed, h.namespaces, h.owners, h.watches, h.setup, h.policy, b.String())
 			}
 		}
 	}
 	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d error_lines=%d missed_error_lines=%d probe_wrong=%d after_deletion=%d second_informers=%d (writes=%d warnings=%d restarts=%d denials=%d deleted=%d, %s)\n",
 		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite, v.errorLines, v.missedErrorLines, v.probeWrong, v.afterDeletion, v.secondInformers,
 		v.writes, v.warnings, v.restarts, v.denials, v.deletions, time.Since(began).Round(time.Second))
-	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d metadata_only=%d unwatched=%d own_gates=%d\n",
+	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d metadata_only=%d unwatched=%d own_gates=%d setup_with_manager=%d\n",
 		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["replace"], worlds["conflicts"], worlds["update"],
-		worlds["delete"], worlds["delete during reconcile"], worlds["metadata-only"], worlds["unwatched"], worlds["gate"])
+		worlds["delete"], worlds["delete during reconcile"], worlds["metadata-only"], worlds["unwatched"], worlds["gate"], worlds["setup"])
 	q := v.quietRestarts
 	fmt.Printf("operator: quiet_restarts_checked ready=%d reconciling_stream=%d reconciling_gate=%d stalled_stream=%d stalled_gate=%d\n",
 		q["ready"], q["reconciling_stream"], q["reconciling_gate"], q["stalled_stream"], q["stalled_gate"])

@@ -105,7 +105,9 @@ func (w *world) start() (*process, error) {
 	w.live = append(w.live, p)
 	w.mu.Unlock()
 	deps := w.op.Watches
-	if w.op.OwnerWatches != nil {
+	if w.op.OwnerWatches != nil || w.op.SetupWithManager != nil {
+		// With SetupWithManager, what main passes to grade.Owner: the
+		// controller's builder adds the rest.
 		deps = w.op.OwnerWatches
 	}
 	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: w.client, Recorder: recorder{w.result}, Informers: informers{w, p}}, w.op.Owner, deps...)
@@ -116,7 +118,15 @@ func (w *world) start() (*process, error) {
 	if w.op.Setup != nil {
 		w.op.Setup(owner)
 	}
-	r := w.op.Reconciler(w.client, owner)
+	var r reconcile.Reconciler
+	if w.op.SetupWithManager != nil {
+		if r, err = setup(w.op, w.client, owner, nil); err != nil {
+			cancel()
+			return nil, err
+		}
+	} else {
+		r = w.op.Reconciler(w.client, owner)
+	}
 	for _, name := range w.order {
 		if !w.unwatched[name] {
 			p.wg.Go(func() { p.makeInformers(w, name) })

@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
@@ -49,6 +52,7 @@ func TestReconcileResultsAsControllerRuntimeHandlesThem(t *testing.T) {
 	run := func(result func() (ctrl.Result, error)) (calls int64, r *wgctrltest.Result) {
 		var n atomic.Int64
 		op := guestbookOperator(guestbook(key.Namespace, key.Name))
+		op.SetupWithManager, op.Watches = nil, []client.Object{&corev1.ConfigMap{}}
 		op.Reconciler = func(c client.Client, readiness *wgctrl.Owner) reconcile.Reconciler {
 			return &countingReconciler{Client: c, Readiness: readiness, result: result, calls: &n}
 		}
@@ -89,6 +93,7 @@ func TestReconcileResultsAsControllerRuntimeHandlesThem(t *testing.T) {
 func TestOwnerNotHandedToTheReconcilerFails(t *testing.T) {
 	if os.Getenv("WGCTRLTEST_UNWIRED") == "1" {
 		op := guestbookOperator(guestbook("team-a", "gb"))
+		op.SetupWithManager, op.Watches = nil, []client.Object{&corev1.ConfigMap{}}
 		op.Reconciler = func(c client.Client, _ *wgctrl.Owner) reconcile.Reconciler {
 			var n atomic.Int64
 			return &countingReconciler{Client: c, result: func() (ctrl.Result, error) { return ctrl.Result{}, nil }, calls: &n}
@@ -102,7 +107,73 @@ func TestOwnerNotHandedToTheReconcilerFails(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the table test of a Reconciler without its Owner passed:\n%s", out)
 	}
-	if want := "is the *wgctrl.Owner that Operator.Reconciler is given handed to your reconciler"; !strings.Contains(string(out), want) {
+	if want := "is the *wgctrl.Owner that Operator.SetupWithManager (or Reconciler) is given handed to your reconciler"; !strings.Contains(string(out), want) {
 		t.Errorf("the failure does not name the mistake (%q):\n%s", want, out)
+	}
+}
+
+// A setup whose wiring is wrong fails the table test, with a message that
+// names the mistake: each row builds the controller with
+// ctrl.NewControllerManagedBy, as before Owner.ControllerManagedBy, and
+// leaves one thing out. Run fails its t, so each row runs in a process of
+// its own.
+func TestSetupWiringMistakesFail(t *testing.T) {
+	rows := map[string]struct {
+		setup func(mgr manager.Manager, readiness *wgctrl.Owner) error
+		// ownerWatches is what main passes to grade.Owner.
+		ownerWatches []client.Object
+		want         string
+	}{
+		"no Requeue source": {
+			setup: func(mgr manager.Manager, readiness *wgctrl.Owner) error {
+				return ctrl.NewControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}).
+					Complete(&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness})
+			},
+			ownerWatches: []client.Object{&corev1.ConfigMap{}},
+			want:         "has no Owner.Requeue source",
+		},
+		"a watched kind left out of grade.Owner": {
+			setup: func(mgr manager.Manager, readiness *wgctrl.Owner) error {
+				return ctrl.NewControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}).
+					Watches(&corev1.Secret{}, &handler.EnqueueRequestForObject{}).
+					WatchesRawSource(readiness.Requeue()).
+					Complete(&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness})
+			},
+			ownerWatches: []client.Object{&corev1.ConfigMap{}},
+			want:         "watches Secret.v1, which its Owner does not depend on",
+		},
+	}
+	if name := os.Getenv("WGCTRLTEST_MISWIRED"); name != "" {
+		row := rows[name]
+		op := guestbookOperator(guestbook("team-a", "gb"))
+		op.SetupWithManager, op.OwnerWatches = row.setup, row.ownerWatches
+		wgctrltest.Run(t, op, wgctrltest.Wait(time.Minute))
+		return
+	}
+	for name, row := range rows {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSetupWiringMistakesFail$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "WGCTRLTEST_MISWIRED="+name)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the table test of a setup with %s passed:\n%s", name, out)
+			}
+			if !strings.Contains(string(out), row.want) {
+				t.Errorf("the failure does not name the mistake (%q):\n%s", row.want, out)
+			}
+		})
+	}
+	// Both wired, as the old way wires them: the run passes.
+	op := guestbookOperator(guestbook("team-a", "gb"))
+	op.OwnerWatches = []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}
+	op.SetupWithManager = func(mgr manager.Manager, readiness *wgctrl.Owner) error {
+		return ctrl.NewControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}).
+			Watches(&corev1.Secret{}, &handler.EnqueueRequestForObject{}).
+			WatchesRawSource(readiness.Requeue()).
+			Complete(&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness})
+	}
+	res := wgctrltest.Run(t, op, wgctrltest.Wait(time.Minute))
+	if got := status(res.Conditions(types.NamespacedName{Namespace: "team-a", Name: "gb"})); got != "Ready=True/Established" {
+		t.Errorf("wired the old way: %s, want Ready=True/Established", got)
 	}
 }

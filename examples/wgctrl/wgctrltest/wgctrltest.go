@@ -1,17 +1,17 @@
-// Package wgctrltest runs an operator's own Reconciler, wired with wgctrl
-// as the adoption steps wire it, through faults of the API server in
-// virtual time, with no cluster and no binaries: "ConfigMaps denied in one
-// namespace", "the controller restarted while Stalled", "a 410 storm". A
-// table test in the operator's repository then asserts what its users see:
-// each owner's conditions, its Events and its status writes.
+// Package wgctrltest runs an operator's own controller, as its own setup
+// builds it with wgctrl, through faults of the API server in virtual time,
+// with no cluster and no binaries: "ConfigMaps denied in one namespace",
+// "the controller restarted while Stalled", "a 410 storm". A table test in
+// the operator's repository then asserts what its users see: each owner's
+// conditions, its Events and its status writes.
 //
 //	res := wgctrltest.Run(t, wgctrltest.Operator{
-//		Scheme:     scheme,
-//		Owner:      &webappv1.Guestbook{},
-//		Watches:    []client.Object{&corev1.ConfigMap{}},
-//		Objects:    []client.Object{guestbook},
-//		Reconciler: func(c client.Client, o *wgctrl.Owner) reconcile.Reconciler {
-//			return &GuestbookReconciler{Client: c, Scheme: scheme, Readiness: o}
+//		Scheme:  scheme,
+//		Owner:   &webappv1.Guestbook{},
+//		Objects: []client.Object{guestbook},
+//		// the scaffold's own SetupWithManager, as main calls it
+//		SetupWithManager: func(mgr ctrl.Manager, o *wgctrl.Owner) error {
+//			return (&GuestbookReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Readiness: o}).SetupWithManager(mgr)
 //		},
 //	}, wgctrltest.Deny(&corev1.ConfigMap{}, ""), wgctrltest.Wait(time.Minute), wgctrltest.Restart())
 //	res.Warnings(key) // 1
@@ -45,7 +45,11 @@
 //     and the watched kinds' informers: its workers start once every
 //     informer has synced (never, while a kind is denied from the start:
 //     the Owner's standby writer reports it meanwhile), and reconcile
-//     every owner then, as its For source queues the owners listed.
+//     every owner then, as its For source queues the owners listed. It
+//     reconciles through the controller Operator.SetupWithManager built
+//     (controller-runtime's Reconcile, which recovers a panic, then
+//     yours), whose own queue, sources, options and predicates are not
+//     run: they are what the kit's controller stands in for.
 //   - Events are recorded per owner ("Warning Forbidden ..."), as
 //     client-go's events recorder would record them.
 //   - The readiness probe (Grader.ReadyzCheck) is looked at after each
@@ -56,16 +60,15 @@
 //     level are recorded ([Result.ErrorLogs]), as are a Reconcile's
 //     errors, which controller-runtime logs at error level.
 //
-// Run checks one piece of the wiring itself: a run fails when an owner it
-// reconciled ends without a Ready condition, which the status step gives
-// every owner it reconciles, so a Reconciler built without the Owner it is
-// given (its Readiness left nil), or one whose Reconcile never calls
-// Owner.Status, fails the table test with a message that says so. The
-// kit wires the Owner's Requeue source and the readiness probe itself: a
-// main.go that serves healthz.Ping is not caught here, and one that builds
-// the controller with ctrl.NewControllerManagedBy and leaves out the
-// Requeue source or a kind of grade.Owner neither (build it with
-// wgctrl.Owner.ControllerManagedBy, and neither can be left out).
+// Run checks the wiring: a run fails, with a message that names the
+// mistake, when an owner it reconciled ends without a Ready condition
+// (which the status step gives every owner it reconciles: a reconciler
+// built without the Owner it is given, or whose Reconcile never calls
+// Owner.Status), and, with Operator.SetupWithManager, when the controller
+// it builds has no Owner.Requeue source or watches a kind its Owner does
+// not depend on (built with wgctrl.Owner.ControllerManagedBy, neither can
+// be written). The kit wires the readiness probe itself: a main.go that
+// serves healthz.Ping is not caught here.
 //
 // How it differs from a real manager: the owner kind's informer is not
 // graded (the owners never go through a simulated server; the standby
@@ -104,6 +107,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
@@ -144,9 +148,30 @@ type Operator struct {
 	// Options configure the Grader. Registerer defaults to a registry of
 	// the run's own.
 	Options wgctrl.Options
+	// SetupWithManager is the operator's own setup, the code its main
+	// runs after grade.Owner: it builds the owner kind's controller and
+	// its reconciler on mgr, as kubebuilder's SetupWithManager does:
+	//
+	//	SetupWithManager: func(mgr manager.Manager, readiness *wgctrl.Owner) error {
+	//		return (&GuestbookReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Readiness: readiness}).SetupWithManager(mgr)
+	//	},
+	//
+	// The kit calls it once per process (again at each Restart) with a
+	// manager that builds controllers and runs none (its client is the
+	// kit's), and reconciles through the controller it built. Before the
+	// run, it starts that controller once, with no informers, to learn
+	// the kinds its sources watch, which are Watches when Watches is nil.
+	// The run fails, naming the mistake, when the controller has no
+	// Owner.Requeue source, or watches a kind its Owner does not depend
+	// on: both are caught by building it with
+	// readiness.ControllerManagedBy(mgr). The kit's own controller
+	// queues and retries with the manager's defaults: your controller's
+	// options (WithOptions) and predicates (WithEventFilter) are not
+	// played. Set it or Reconciler.
+	SetupWithManager func(mgr manager.Manager, readiness *wgctrl.Owner) error
 	// Reconciler makes the operator's reconciler from the client and the
-	// Owner, as its main does, once per process (again at each Restart).
-	// Required.
+	// Owner, as its main does, once per process (again at each Restart),
+	// where SetupWithManager is not set.
 	Reconciler func(c client.Client, readiness *wgctrl.Owner) reconcile.Reconciler
 	// Setup, if set, is called with each process's Owner before it starts:
 	// Owner.FollowNamespaces, say.
@@ -669,12 +694,21 @@ func (r *Result) StatusWrites(key types.NamespacedName) int {
 func Run(t *testing.T, op Operator, steps ...Step) *Result {
 	t.Helper()
 	watchtest.DisableHandleErrorBackoff()
-	if op.Scheme == nil || op.Owner == nil || op.Reconciler == nil {
-		t.Fatal("wgctrltest: Operator needs a Scheme, an Owner and a Reconciler")
+	if op.Scheme == nil || op.Owner == nil || (op.Reconciler == nil) == (op.SetupWithManager == nil) {
+		t.Fatal("wgctrltest: Operator needs a Scheme, an Owner, and a SetupWithManager or a Reconciler")
 		return nil
 	}
 	var res *Result
 	synctest.Test(t, func(t *testing.T) {
+		if op.SetupWithManager != nil {
+			watched, err := watchedBySetup(op)
+			if err != nil {
+				t.Fatalf("wgctrltest: %v", err)
+			}
+			if op.Watches == nil {
+				op.Watches = watched
+			}
+		}
 		w, err := newWorld(op)
 		if err != nil {
 			t.Fatalf("wgctrltest: %v", err)
@@ -701,7 +735,7 @@ func Run(t *testing.T, op Operator, steps ...Step) *Result {
 		w.proc.stop()
 		w.stopping.Wait()
 		if unwired := w.unwired(); len(unwired) > 0 {
-			t.Errorf("wgctrltest: %v were reconciled and never given a Ready condition: is the *wgctrl.Owner that Operator.Reconciler is given handed to your reconciler, and does its Reconcile end in Owner.Status (defer func() { res, err = r.Readiness.Status(ctx, obj, res, err) }())?", unwired)
+			t.Errorf("wgctrltest: %v were reconciled and never given a Ready condition: is the *wgctrl.Owner that Operator.SetupWithManager (or Reconciler) is given handed to your reconciler, and does its Reconcile end in Owner.Status (defer func() { res, err = r.Readiness.Status(ctx, obj, res, err) }())?", unwired)
 		}
 	})
 	return res

@@ -1,0 +1,187 @@
+package wgctrltest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing/synctest"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/watchgrade/watchgrade/examples/wgctrl"
+)
+
+// setupManager is the manager Operator.SetupWithManager is given: the
+// controllers it builds are added to it, and it runs none. What it does
+// not provide (the embedded Manager is nil) panics, and setup says so.
+type setupManager struct {
+	manager.Manager
+	client client.Client
+	scheme *runtime.Scheme
+	cache  cache.Cache
+	added  []manager.Runnable
+}
+
+func (m *setupManager) GetClient() client.Client             { return m.client }
+func (m *setupManager) GetAPIReader() client.Reader          { return m.client }
+func (m *setupManager) GetScheme() *runtime.Scheme           { return m.scheme }
+func (m *setupManager) GetRESTMapper() meta.RESTMapper       { return m.client.RESTMapper() }
+func (m *setupManager) GetLogger() logr.Logger               { return logr.Discard() }
+func (m *setupManager) GetCache() cache.Cache                { return m.cache }
+func (m *setupManager) GetFieldIndexer() client.FieldIndexer { return noIndexer{} }
+func (m *setupManager) Add(r manager.Runnable) error         { m.added = append(m.added, r); return nil }
+func (m *setupManager) GetControllerOptions() config.Controller {
+	return config.Controller{SkipNameValidation: ptr.To(true)} // one per process, one name
+}
+
+// noIndexer takes the indexes a setup adds, and keeps none: the kit's
+// client lists without them.
+type noIndexer struct{}
+
+func (noIndexer) IndexField(context.Context, client.Object, string, client.IndexerFunc) error {
+	return nil
+}
+
+// setup runs Operator.SetupWithManager with readiness and returns the one
+// controller it built, which is the operator's reconciler: the kit calls
+// its Reconcile (controller-runtime's, which recovers a panic, then
+// yours).
+func setup(op Operator, c client.Client, readiness *wgctrl.Owner, ca cache.Cache) (ctl controller.Controller, err error) {
+	m := &setupManager{client: c, scheme: op.Scheme, cache: ca}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("Operator.SetupWithManager used a part of the manager the kit does not provide (it has GetClient, GetAPIReader, GetScheme, GetRESTMapper, GetCache, GetFieldIndexer, GetLogger, GetControllerOptions and Add): %v", p)
+		}
+	}()
+	if err := op.SetupWithManager(m, readiness); err != nil {
+		return nil, fmt.Errorf("Operator.SetupWithManager: %w", err)
+	}
+	var ctls []controller.Controller
+	for _, r := range m.added {
+		if c, ok := r.(controller.Controller); ok {
+			ctls = append(ctls, c)
+		}
+	}
+	if len(ctls) != 1 {
+		return nil, fmt.Errorf("Operator.SetupWithManager built %d controllers, want one: the owner kind's", len(ctls))
+	}
+	if !readiness.RequeueAdded() {
+		return nil, fmt.Errorf("the controller Operator.SetupWithManager builds has no Owner.Requeue source, so an owner whose verdict changes (a denial repaired) is not reconciled until its next event: build it with readiness.ControllerManagedBy(mgr), or add WatchesRawSource(readiness.Requeue())")
+	}
+	return ctls[0], nil
+}
+
+// watchedBySetup learns the kinds the controller of op.SetupWithManager
+// watches, whichever builder made it: it builds the controller on an
+// Owner of its own and starts it in the bubble, and each source asks the
+// cache for its informer; it is stopped then. It fails, naming the kind,
+// when the controller watches a kind its Owner does not depend on (a kind
+// left out of grade.Owner by a controller built with
+// ctrl.NewControllerManagedBy).
+func watchedBySetup(op Operator) ([]client.Object, error) {
+	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry(), Logger: logr.Discard()})
+	if err != nil {
+		return nil, err
+	}
+	c := fake.NewClientBuilder().WithScheme(op.Scheme).Build()
+	readiness, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, Recorder: &events.FakeRecorder{}}, op.Owner, op.OwnerWatches...)
+	if err != nil {
+		return nil, err
+	}
+	asked := &askedCache{}
+	ctl, err := setup(op, c, readiness, asked)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = ctl.Start(ctx) // it fails once stopped: its sources never sync
+	}()
+	synctest.Wait()
+	cancel()
+	<-done
+	synctest.Wait()
+
+	ownerGVK, err := apiutil.GVKForObject(op.Owner, op.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	depends := map[string]bool{}
+	for _, k := range readiness.Kinds() {
+		if gvk, err := apiutil.GVKForObject(k, op.Scheme); err == nil {
+			depends[wgctrl.StreamName(gvk)] = true
+		}
+	}
+	var watched []client.Object
+	var names, missing []string
+	for _, obj := range asked.objs() {
+		gvk, err := apiutil.GVKForObject(obj, op.Scheme)
+		if err != nil {
+			return nil, err
+		}
+		name := wgctrl.StreamName(gvk)
+		if gvk == ownerGVK || slices.Contains(names, name) {
+			continue
+		}
+		names = append(names, name)
+		watched = append(watched, obj)
+		if !depends[name] {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("the controller Operator.SetupWithManager builds watches %s, which its Owner does not depend on, so no owner hears of that kind's trouble: build it with readiness.ControllerManagedBy(mgr), whose Owns and Watches are the kinds the owners depend on, or pass the kind to grade.Owner", strings.Join(missing, ", "))
+	}
+	return watched, nil
+}
+
+// askedCache is the cache of watchedBySetup's controller: it records the
+// object each source asks for an informer of, and has none.
+type askedCache struct {
+	cache.Cache
+	mu    sync.Mutex
+	asked []client.Object
+}
+
+func (a *askedCache) GetInformer(ctx context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
+	a.mu.Lock()
+	a.asked = append(a.asked, obj)
+	a.mu.Unlock()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// objs returns the objects asked for, metadata-only ones as
+// metav1.PartialObjectMetadata, in a stable order (sources start
+// concurrently): sorted by their Go type and kind.
+func (a *askedCache) objs() []client.Object {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := slices.Clone(a.asked)
+	key := func(o client.Object) string {
+		k := fmt.Sprintf("%T", o)
+		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+			k += m.GroupVersionKind().String()
+		}
+		return k
+	}
+	slices.SortStableFunc(out, func(x, y client.Object) int { return strings.Compare(key(x), key(y)) })
+	return out
+}
