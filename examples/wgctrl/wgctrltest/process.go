@@ -120,7 +120,7 @@ func (w *world) start() (*process, error) {
 	}
 	var r reconcile.Reconciler
 	if w.op.SetupWithManager != nil {
-		if r, err = setup(w.op, w.client, owner, nil); err != nil {
+		if r, err = setup(w.op, w.client, owner, nil, built{}); err != nil {
 			cancel()
 			return nil, err
 		}

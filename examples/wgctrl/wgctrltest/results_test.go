@@ -177,3 +177,41 @@ func TestSetupWiringMistakesFail(t *testing.T) {
 		t.Errorf("wired the old way: %s, want Ready=True/Established", got)
 	}
 }
+
+// indexingReconciler lists the ConfigMaps of its Guestbook by the index
+// its setup adds, as a scaffolded controller often does.
+type indexingReconciler struct {
+	GuestbookReconciler
+}
+
+func (r *indexingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var cms corev1.ConfigMapList
+	if err := r.List(ctx, &cms, client.InNamespace(req.Namespace), client.MatchingFields{"guestbook": req.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.GuestbookReconciler.Reconcile(ctx, req)
+}
+
+// The indexes a setup adds (mgr.GetFieldIndexer().IndexField) reach the
+// client the Reconcile lists with: without them, every List by the field
+// fails.
+func TestSetupIndexesReachTheClient(t *testing.T) {
+	key := types.NamespacedName{Namespace: "team-a", Name: "gb"}
+	op := guestbookOperator(guestbook(key.Namespace, key.Name))
+	op.SetupWithManager = func(mgr manager.Manager, readiness *wgctrl.Owner) error {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.ConfigMap{}, "guestbook", func(o client.Object) []string {
+			return []string{o.GetLabels()["guestbook"]}
+		}); err != nil {
+			return err
+		}
+		r := &indexingReconciler{GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness}}
+		return readiness.ControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}).Complete(r)
+	}
+	res := wgctrltest.Run(t, op, wgctrltest.Wait(time.Minute), wgctrltest.Restart(), wgctrltest.Wait(time.Minute))
+	if lines := res.ErrorLogs(); len(lines) > 0 {
+		t.Errorf("error-level lines: %q", lines)
+	}
+	if got := status(res.Conditions(key)); got != "Ready=True/Established" {
+		t.Errorf("%s, want Ready=True/Established", got)
+	}
+}

@@ -31,10 +31,11 @@ import (
 // not provide (the embedded Manager is nil) panics, and setup says so.
 type setupManager struct {
 	manager.Manager
-	client client.Client
-	scheme *runtime.Scheme
-	cache  cache.Cache
-	added  []manager.Runnable
+	client  client.Client
+	scheme  *runtime.Scheme
+	cache   cache.Cache
+	indexer client.FieldIndexer
+	added   []manager.Runnable
 }
 
 func (m *setupManager) GetClient() client.Client             { return m.client }
@@ -43,26 +44,55 @@ func (m *setupManager) GetScheme() *runtime.Scheme           { return m.scheme }
 func (m *setupManager) GetRESTMapper() meta.RESTMapper       { return m.client.RESTMapper() }
 func (m *setupManager) GetLogger() logr.Logger               { return logr.Discard() }
 func (m *setupManager) GetCache() cache.Cache                { return m.cache }
-func (m *setupManager) GetFieldIndexer() client.FieldIndexer { return noIndexer{} }
+func (m *setupManager) GetFieldIndexer() client.FieldIndexer { return m.indexer }
 func (m *setupManager) Add(r manager.Runnable) error         { m.added = append(m.added, r); return nil }
 func (m *setupManager) GetControllerOptions() config.Controller {
 	return config.Controller{SkipNameValidation: ptr.To(true)} // one per process, one name
 }
 
-// noIndexer takes the indexes a setup adds, and keeps none: the kit's
-// client lists without them.
-type noIndexer struct{}
+// fieldIndex is an index a setup adds (mgr.GetFieldIndexer().IndexField):
+// the kit's client is built with each (fake.ClientBuilder.WithIndex), so
+// that Reconcile lists by it as it does from the manager's cache.
+type fieldIndex struct {
+	obj     client.Object
+	field   string
+	extract client.IndexerFunc
+}
 
-func (noIndexer) IndexField(context.Context, client.Object, string, client.IndexerFunc) error {
+// indexes records the indexes of the setup run before the world is
+// built, each kind and field once; the setups of each process find them
+// in the client already.
+type indexes struct {
+	scheme *runtime.Scheme
+	all    []fieldIndex
+}
+
+func (x *indexes) IndexField(_ context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	gvk, err := apiutil.GVKForObject(obj, x.scheme)
+	if err != nil {
+		return err
+	}
+	for _, i := range x.all {
+		if g, _ := apiutil.GVKForObject(i.obj, x.scheme); g == gvk && i.field == field {
+			return fmt.Errorf("indexer conflict: field %q of %v indexed twice", field, gvk)
+		}
+	}
+	x.all = append(x.all, fieldIndex{obj: obj, field: field, extract: extract})
 	return nil
 }
+
+// built is the indexer of a process's setup: the world's client has the
+// indexes already.
+type built struct{}
+
+func (built) IndexField(context.Context, client.Object, string, client.IndexerFunc) error { return nil }
 
 // setup runs Operator.SetupWithManager with readiness and returns the one
 // controller it built, which is the operator's reconciler: the kit calls
 // its Reconcile (controller-runtime's, which recovers a panic, then
 // yours).
-func setup(op Operator, c client.Client, readiness *wgctrl.Owner, ca cache.Cache) (ctl controller.Controller, err error) {
-	m := &setupManager{client: c, scheme: op.Scheme, cache: ca}
+func setup(op Operator, c client.Client, readiness *wgctrl.Owner, ca cache.Cache, indexer client.FieldIndexer) (ctl controller.Controller, err error) {
+	m := &setupManager{client: c, scheme: op.Scheme, cache: ca, indexer: indexer}
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("Operator.SetupWithManager used a part of the manager the kit does not provide (it has GetClient, GetAPIReader, GetScheme, GetRESTMapper, GetCache, GetFieldIndexer, GetLogger, GetControllerOptions and Add): %v", p)
@@ -92,21 +122,23 @@ func setup(op Operator, c client.Client, readiness *wgctrl.Owner, ca cache.Cache
 // cache for its informer; it is stopped then. It fails, naming the kind,
 // when the controller watches a kind its Owner does not depend on (a kind
 // left out of grade.Owner by a controller built with
-// ctrl.NewControllerManagedBy).
-func watchedBySetup(op Operator) ([]client.Object, error) {
+// ctrl.NewControllerManagedBy). It returns the indexes the setup adds
+// too.
+func watchedBySetup(op Operator) ([]client.Object, []fieldIndex, error) {
 	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry(), Logger: logr.Discard()})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := fake.NewClientBuilder().WithScheme(op.Scheme).Build()
 	readiness, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, Recorder: &events.FakeRecorder{}}, op.Owner, op.OwnerWatches...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	asked := &askedCache{}
-	ctl, err := setup(op, c, readiness, asked)
+	idx := &indexes{scheme: op.Scheme}
+	ctl, err := setup(op, c, readiness, asked, idx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -121,7 +153,7 @@ func watchedBySetup(op Operator) ([]client.Object, error) {
 
 	ownerGVK, err := apiutil.GVKForObject(op.Owner, op.Scheme)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	depends := map[string]bool{}
 	for _, k := range readiness.Kinds() {
@@ -134,7 +166,7 @@ func watchedBySetup(op Operator) ([]client.Object, error) {
 	for _, obj := range asked.objs() {
 		gvk, err := apiutil.GVKForObject(obj, op.Scheme)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		name := wgctrl.StreamName(gvk)
 		if gvk == ownerGVK || slices.Contains(names, name) {
@@ -147,9 +179,9 @@ func watchedBySetup(op Operator) ([]client.Object, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("the controller Operator.SetupWithManager builds watches %s, which its Owner does not depend on, so no owner hears of that kind's trouble: build it with readiness.ControllerManagedBy(mgr), whose Owns and Watches are the kinds the owners depend on, or pass the kind to grade.Owner", strings.Join(missing, ", "))
+		return nil, nil, fmt.Errorf("the controller Operator.SetupWithManager builds watches %s, which its Owner does not depend on, so no owner hears of that kind's trouble: build it with readiness.ControllerManagedBy(mgr), whose Owns and Watches are the kinds the owners depend on, or pass the kind to grade.Owner", strings.Join(missing, ", "))
 	}
-	return watched, nil
+	return watched, idx.all, nil
 }
 
 // askedCache is the cache of watchedBySetup's controller: it records the

@@ -700,16 +700,18 @@ func Run(t *testing.T, op Operator, steps ...Step) *Result {
 	}
 	var res *Result
 	synctest.Test(t, func(t *testing.T) {
+		var idx []fieldIndex
 		if op.SetupWithManager != nil {
-			watched, err := watchedBySetup(op)
+			watched, indexes, err := watchedBySetup(op)
 			if err != nil {
 				t.Fatalf("wgctrltest: %v", err)
 			}
 			if op.Watches == nil {
 				op.Watches = watched
 			}
+			idx = indexes
 		}
-		w, err := newWorld(op)
+		w, err := newWorld(op, idx...)
 		if err != nil {
 			t.Fatalf("wgctrltest: %v", err)
 		}
@@ -734,34 +736,45 @@ func Run(t *testing.T, op Operator, steps ...Step) *Result {
 		}
 		w.proc.stop()
 		w.stopping.Wait()
-		if unwired := w.unwired(); len(unwired) > 0 {
-			t.Errorf("wgctrltest: %v were reconciled and never given a Ready condition: is the *wgctrl.Owner that Operator.SetupWithManager (or Reconciler) is given handed to your reconciler, and does its Reconcile end in Owner.Status (defer func() { res, err = r.Readiness.Status(ctx, obj, res, err) }())?", unwired)
+		if unwired, failed := w.unwired(); len(unwired) > 0 {
+			msg := fmt.Sprintf("wgctrltest: %v were reconciled and never given a Ready condition: is the *wgctrl.Owner that Operator.SetupWithManager (or Reconciler) is given handed to your reconciler, and does its Reconcile end in Owner.Status (defer func() { res, err = r.Readiness.Status(ctx, obj, res, err) }())?", unwired)
+			if len(failed) > 0 {
+				msg += fmt.Sprintf(" Their Reconciles failed (%q): one that fails before it defers Owner.Status never reaches it; defer it right after reading the object.", failed)
+			}
+			t.Error(msg)
 		}
 	})
 	return res
 }
 
 // unwired returns the owners that exist, were reconciled, and have no
-// Ready condition: with the Owner wired, the status step of a Reconcile
-// gives every owner it reconciled one.
-func (w *world) unwired() []types.NamespacedName {
+// Ready condition (with the Owner wired, the status step of a Reconcile
+// gives every owner it reconciled one), and the first error line of
+// each of them whose Reconciles failed.
+func (w *world) unwired() (unwired []types.NamespacedName, failed []string) {
 	w.result.mu.Lock()
 	reconciled := map[types.NamespacedName]bool{}
+	errorLines := map[types.NamespacedName][]string{}
 	for _, r := range w.result.lines {
-		if r.What == RecordReconcile {
+		switch r.What {
+		case RecordReconcile:
 			reconciled[r.Owner] = true
+		case RecordLog:
+			errorLines[r.Owner] = append(errorLines[r.Owner], r.Detail)
 		}
 	}
 	w.result.mu.Unlock()
-	var unwired []types.NamespacedName
 	for _, o := range w.owners() {
 		key := client.ObjectKeyFromObject(o)
 		conds, _ := statusOf(o)
 		if reconciled[key] && !slices.ContainsFunc(conds, func(c metav1.Condition) bool { return c.Type == "Ready" }) {
 			unwired = append(unwired, key)
+			if lines := errorLines[key]; len(lines) > 0 && !slices.Contains(failed, lines[0]) {
+				failed = append(failed, lines[0])
+			}
 		}
 	}
-	return unwired
+	return unwired, failed
 }
 
 // world is the run's API server and the operator's current process.
@@ -834,7 +847,7 @@ func (w *world) probe() {
 	w.result.mu.Unlock()
 }
 
-func newWorld(op Operator) (*world, error) {
+func newWorld(op Operator, indexes ...fieldIndex) (*world, error) {
 	ownerGVK, err := apiutil.GVKForObject(op.Owner, op.Scheme)
 	if err != nil {
 		return nil, err
@@ -852,8 +865,12 @@ func newWorld(op Operator) (*world, error) {
 	// RESTMapper finds them (the fake client's own knows none).
 	// The operator's client conflicts and deletes as the steps ask; the
 	// run's own reads (the records, Result) go around it.
-	w.server = fake.NewClientBuilder().WithScheme(op.Scheme).WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(op.Scheme)).
-		WithObjects(op.Objects...).WithStatusSubresource(status).Build()
+	b := fake.NewClientBuilder().WithScheme(op.Scheme).WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(op.Scheme)).
+		WithObjects(op.Objects...).WithStatusSubresource(status)
+	for _, i := range indexes {
+		b = b.WithIndex(i.obj, i.field, i.extract)
+	}
+	w.server = b.Build()
 	w.client = interceptor.NewClient(w.server, interceptor.Funcs{SubResourceUpdate: w.statusUpdate, Get: w.get})
 	w.result.client = w.server
 	namespaces := op.Namespaces
