@@ -103,7 +103,7 @@ check: check-format
 			[ "$$m" = "$$mod" ] || continue; \
 			if [ "$$d" = "$$mod" ]; then pkgs="$$pkgs ."; else pkgs="$$pkgs ./$${d#$$mod/}"; fi; \
 		done; \
-		pkgs=$$(printf '%s\n' $$pkgs | sed 's|^\./\.$$|.|' | sort -u | grep -v -e '/e2e$$' -e '/scenarios$$' -e '/demo$$' -e '/bench$$' -e '/release$$'); \
+		pkgs=$$(printf '%s\n' $$pkgs | sed 's|^\./\.$$|.|' | sort -u | grep -v -e '/testdata' -e '/e2e$$' -e '/scenarios$$' -e '/demo$$' -e '/bench$$' -e '/release$$'); \
 		[ -n "$$pkgs" ] || continue; \
 		echo "check: $$mod:" $$pkgs; \
 		( cd $$mod && $(GO) vet $$pkgs && tested=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' $$pkgs) && \

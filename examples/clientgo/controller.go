@@ -34,7 +34,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -417,7 +416,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		klog.FromContext(ctx).Error(res.Err, "reconcile failed; retrying", "watchtarget", key)
 		c.queue.AddRateLimited(key)
 	case res.RequeueAfter > 0:
-		// A status write lost to a newer version: routine, and quiet.
+		// A status write lost to a newer version, or the API server
+		// away (res.Retry): routine, and quiet.
+		if res.Retry != nil {
+			klog.FromContext(ctx).V(1).Info("the API server is away; retrying", "watchtarget", key, "after", res.RequeueAfter, "err", res.Retry.Error())
+		}
 		c.queue.Forget(key)
 		c.queue.AddAfter(key, res.RequeueAfter)
 	default:
@@ -432,11 +435,10 @@ func (c *Controller) processNext(ctx context.Context) bool {
 // write succeeded.
 func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) wgstatus.Result {
 	u, err := c.dynamic.Resource(watchtarget.Resource).Namespace(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return wgstatus.Result{Outcome: wgstatus.Deleted} // the targets stream forgets it
-	}
 	if err != nil {
-		return wgstatus.Result{Outcome: wgstatus.Failed, Err: err}
+		// Deleted (forgotten), the API server away (retried quietly), or
+		// a failure to log.
+		return c.status.ReadFailed(ctx, key, err)
 	}
 	t, err := watchtarget.FromUnstructured(u)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -369,7 +370,14 @@ func (g *Grader) newInformerIn(build func(toolscache.ListerWatcher, runtime.Obje
 		Name:     name,
 		Observer: wgwatch.ObserverFuncs{
 			StateChangedFunc: func(s wgwatch.State) { g.informerState(observer, name, i, s) },
-			SessionEndedFunc: observer.SessionEnded,
+			SessionEndedFunc: func(e wgwatch.SessionEnd) {
+				if e.Stage == wgwatch.StageStream || e.Stage == wgwatch.StageReplay {
+					g.mu.Lock()
+					g.streams[name][i].opened++
+					g.mu.Unlock()
+				}
+				observer.SessionEnded(e)
+			},
 		},
 		Policy: g.opts.Policy,
 		Rand:   rnd,
@@ -387,7 +395,12 @@ func (g *Grader) newInformerIn(build func(toolscache.ListerWatcher, runtime.Obje
 	g.mu.Unlock()
 	return &stoppingInformer{SharedIndexInformer: inf,
 		stopping: func() { g.informerStopping(name, i) },
-		stopped:  func() { g.informerStopped(observer, name, i) }}
+		stopped:  func() { g.informerStopped(observer, name, i) },
+		opened: func() int {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return g.streams[name][i].opened
+		}}
 }
 
 // informerStopping records that the i-th informer named name was told to
@@ -414,6 +427,8 @@ type informer struct {
 	// stopped until it has synced.
 	synced  func() bool
 	stopped bool
+	// opened counts its sessions that ended after their watch opened.
+	opened int
 }
 
 // missingNamespaces returns the namespaces of namespaces in which the
@@ -544,6 +559,40 @@ func (g *Grader) dependencies(name string, namespaces []string) []string {
 type stoppingInformer struct {
 	toolscache.SharedIndexInformer
 	stopping, stopped func()
+	opened            func() int
+}
+
+// SetWatchErrorHandlerWithContext sets h (the manager's cache sets
+// cache.Options.DefaultWatchErrorHandler, [wgwatch.WatchErrorLogger] with
+// ManagerOptions) so that it also learns of a watch that opened between
+// two of the reflector's errors: before the second, h is handed a close
+// (io.EOF), the server having answered, so that a denial repaired and made
+// again soon after is two stretches of trouble, not one that began with
+// the first (the reflector hands its handler only errors, and a watch
+// that stayed open for a few seconds between two is otherwise unseen).
+// A watch refused at its opening every time (RBAC that allows list and
+// not watch) opens none, and stays one stretch.
+func (i *stoppingInformer) SetWatchErrorHandlerWithContext(h toolscache.WatchErrorHandlerWithContext) error {
+	return i.SharedIndexInformer.SetWatchErrorHandlerWithContext(answeredHandler(h, i.opened))
+}
+
+// answeredHandler is h, handed a close (io.EOF) before an error when
+// opened (the watches that opened so far) has grown since the error
+// before it.
+func answeredHandler(h toolscache.WatchErrorHandlerWithContext, opened func() int) toolscache.WatchErrorHandlerWithContext {
+	var mu sync.Mutex
+	seen := -1
+	return func(ctx context.Context, r *toolscache.Reflector, err error) {
+		n := opened()
+		mu.Lock()
+		answered := seen >= 0 && n != seen
+		seen = n
+		mu.Unlock()
+		if answered && err != nil && !errors.Is(err, io.EOF) {
+			h(ctx, r, io.EOF)
+		}
+		h(ctx, r, err)
+	}
 }
 
 func (i *stoppingInformer) Run(stop <-chan struct{}) {

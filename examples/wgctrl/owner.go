@@ -483,10 +483,38 @@ func (o *Owner) Status(ctx context.Context, obj client.Object, res reconcile.Res
 	case wgstatus.Conflict:
 		res.RequeueAfter = min(nonZero(res.RequeueAfter), out.RequeueAfter)
 		return res, nil
+	case wgstatus.Unavailable:
+		// The API server did not say whether the owner is there: a
+		// deletion under the Reconcile, which its delete event forgot
+		// before this Status tracked it again, is read from the client
+		// (the manager's cache), as for Unchanged.
+		if apierrors.IsNotFound(o.exists(ctx, key)) {
+			o.forget(key, obj.GetUID())
+			return res, nil
+		}
+		o.log.V(1).Info("the API server did not take the status write; retrying", "name", key, "after", out.RequeueAfter, "err", out.Retry.Error())
+		res.RequeueAfter = min(nonZero(res.RequeueAfter), out.RequeueAfter)
+		if out.Retry == err || isTransient(err) {
+			return res, nil // the Reconcile's own failure is the same trouble
+		}
+		return res, err
 	case wgstatus.Failed:
 		return res, errors.Join(err, out.Err)
 	}
+	if out.Retry != nil {
+		// The Reconcile's own failure, on trouble no human need act on
+		// yet: retried, not logged at error level.
+		o.log.V(1).Info("the reconcile failed on transient trouble; retrying", "name", key, "after", out.RequeueAfter, "err", out.Retry.Error())
+		res.RequeueAfter = min(nonZero(res.RequeueAfter), out.RequeueAfter)
+		return res, nil
+	}
 	return res, err
+}
+
+// isTransient reports whether err is the API server away or overloaded
+// (wgstatus.ServerAway), and not a TerminalError.
+func isTransient(err error) bool {
+	return err != nil && wgstatus.ServerAway(err) && !errors.Is(err, reconcile.TerminalError(nil))
 }
 
 // nonZero is d, or the longest duration when d is zero (no requeue asked).
@@ -970,6 +998,14 @@ func (o *Owner) writeNext(ctx context.Context, standby workqueue.TypedRateLimiti
 		switch out.Outcome {
 		case wgstatus.Conflict:
 			err = apierrors.NewConflict(o.resource(), key.Name, errors.New("the status write kept conflicting"))
+		case wgstatus.Unavailable:
+			// Retried at most RetryMax apart, so that the write follows
+			// the API server's return within a minute, however long it
+			// was away (the queue's own backoff doubles to 1000 s).
+			o.log.V(1).Info("the API server did not take the standby status write; retrying", "name", key, "after", out.RequeueAfter, "err", out.Retry.Error())
+			standby.Forget(key)
+			standby.AddAfter(key, out.RequeueAfter)
+			return true
 		case wgstatus.Failed:
 			err = out.Err
 		case wgstatus.Cancelled:

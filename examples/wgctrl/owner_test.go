@@ -38,6 +38,7 @@ import (
 
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
 )
@@ -736,8 +737,10 @@ func TestOwnerObservesFirstReady(t *testing.T) {
 
 // A status write that keeps conflicting is not an error a Reconcile
 // returns (controller-runtime would log it at error level): Status
-// requeues the owner, quietly. A write that fails as the manager stops
-// is not one either; any other failure is.
+// requeues the owner, quietly. Nor is a write the API server did not take
+// for being away or overloaded (a 500: retried after RetryFirst, doubling),
+// nor one that fails as the manager stops; any other failure (RBAC that
+// denies the status write) is.
 func TestStatusConflictIsQuiet(t *testing.T) {
 	gb := &Guestbook{ObjectMeta: metav1.ObjectMeta{Name: gbKey.Name, Namespace: gbKey.Namespace, Generation: 1}}
 	base := fake.NewClientBuilder().WithScheme(newScheme()).WithObjects(gb).WithStatusSubresource(gb).Build()
@@ -756,8 +759,15 @@ func TestStatusConflictIsQuiet(t *testing.T) {
 		t.Errorf("conflicts: Reconcile() = %v, want nil", err)
 	}
 	fail = apierrors.NewInternalError(errors.New("etcd timed out"))
-	if _, err := r.Reconcile(t.Context(), req); !apierrors.IsInternalError(err) {
-		t.Errorf("a 500: Reconcile() = %v, want it returned", err)
+	if res, err := r.Reconcile(t.Context(), req); err != nil || res.RequeueAfter != wgstatus.RetryFirst {
+		t.Errorf("a 500: Reconcile() = %+v, %v; want no error, a requeue after %v", res, err, wgstatus.RetryFirst)
+	}
+	if res, err := r.Reconcile(t.Context(), req); err != nil || res.RequeueAfter != 2*wgstatus.RetryFirst {
+		t.Errorf("a second 500: Reconcile() = %+v, %v; want no error, a requeue after %v", res, err, 2*wgstatus.RetryFirst)
+	}
+	fail = apierrors.NewForbidden(schema.GroupResource{Group: "webapp.example.com", Resource: "guestbooks/status"}, gbKey.Name, errors.New("RBAC"))
+	if _, err := r.Reconcile(t.Context(), req); !apierrors.IsForbidden(err) {
+		t.Errorf("a 403: Reconcile() = %v, want it returned", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()

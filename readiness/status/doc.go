@@ -68,8 +68,20 @@
 //
 // [Result] says what happened and what the caller does: [Result.Err] is
 // non-nil only for what must be logged at error level and retried (a
-// status write the API server refused); a conflict that kept conflicting
-// asks for a requeue after [ConflictRetry], quietly; a NotFound is the
+// status write the API server refused, for RBAC say); a conflict that
+// kept conflicting asks for a requeue after [ConflictRetry], quietly; a
+// write the API server did not take for being away or overloaded
+// ([ServerAway]: a refused connection, a timeout, 429, 5xx) is
+// Unavailable, requeued after [Result.RequeueAfter] ([RetryFirst],
+// doubling to [RetryMax]) with [Result.Retry] to log at a verbose level,
+// however long it lasts, as the streams' own transient trouble is (one
+// Info line once it has lasted the progress deadline: the streams, which
+// grade the API server's health, Stall the owners by then). A
+// Reconcile's own failure of that kind is quiet too (Retry, with no
+// error to return) while its gate progresses, and an error again once it
+// has failed for the progress deadline and Stalled the owner. A
+// Reconcile that could not read its owner hands the read's error to
+// [Writer.ReadFailed]: deleted, away, or failed; a NotFound is the
 // owner deleted under the Reconcile, forgotten everywhere, unless the
 // owner still exists, which means its kind serves no status subresource:
 // an error naming the fix. A cancelled context (the controller stopping)

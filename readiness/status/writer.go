@@ -55,9 +55,21 @@ const (
 	Conflict Outcome = "Conflict"
 	// Cancelled: the context ended (the controller is stopping).
 	Cancelled Outcome = "Cancelled"
+	// Unavailable: the API server did not take the write, for trouble its
+	// streams grade as transient (a refused connection, a timeout, 429,
+	// 5xx): reconcile the owner again after [Result.RequeueAfter],
+	// quietly; [Result.Retry] says why.
+	Unavailable Outcome = "Unavailable"
 	// Failed: the write failed; [Result.Err] says why, for an error-level
 	// log and a retry.
 	Failed Outcome = "Failed"
+)
+
+// Retries of transient trouble: the first after RetryFirst, each next
+// one twice as late, up to RetryMax.
+const (
+	RetryFirst = time.Second
+	RetryMax   = time.Minute
 )
 
 // Result is the outcome of one status step.
@@ -69,6 +81,20 @@ type Result struct {
 	Err error
 	// RequeueAfter, when positive, is when to reconcile the owner again.
 	RequeueAfter time.Duration
+	// Retry is the error no human need act on yet: the status write's
+	// (Outcome Unavailable), or the Reconcile's own, given to Write, when
+	// either failed on trouble the API server's streams grade as
+	// transient (watch.Classify: a refused connection, a timeout, 429,
+	// 5xx). Do not return it as an error (controller-runtime logs those
+	// at error level); log it at a verbose level and reconcile again after
+	// RequeueAfter (from RetryFirst, doubling to RetryMax). The
+	// Reconcile's own is quiet while its gate progresses: once it has
+	// failed for the progress deadline the owner is Stalled, with a
+	// Warning, and Retry is nil (return the error). The write's is quiet
+	// however long it lasts, as the streams' transient trouble is (one
+	// Info line once it has lasted the progress deadline): the streams
+	// grade the API server's health.
+	Retry error
 	// Before and After are the conditions as read and as decided; After
 	// was written when Outcome is Written.
 	Before, After []metav1.Condition
@@ -155,12 +181,23 @@ type Writer struct {
 	// reconciling is set at the first Write: the standby writer stands
 	// down.
 	reconciling bool
+	// troubled holds, by owner, its streak of transient trouble (Retry).
+	troubled map[types.NamespacedName]trouble
+}
+
+// trouble is an owner's streak of transient failures: since the first,
+// and how many.
+type trouble struct {
+	since time.Time
+	n     int
+	told  bool // logged, once it lasted the progress deadline
 }
 
 // failure is an owner's streak of failed Reconciles of one generation.
 type failure struct {
 	generation int64
 	since      time.Time
+	n          int // failures so far
 	// stalled is the message the gate was stalled with, frozen; empty
 	// while it is progressing.
 	stalled string
@@ -190,7 +227,7 @@ func New(opts Options) (*Writer, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	return &Writer{opts: opts, failing: make(map[types.NamespacedName]failure)}, nil
+	return &Writer{opts: opts, failing: make(map[types.NamespacedName]failure), troubled: make(map[types.NamespacedName]trouble)}, nil
 }
 
 // Write is the status step at the end of a Reconcile of obj (the owner as
@@ -217,7 +254,70 @@ func (w *Writer) Write(ctx context.Context, obj runtime.Object, reconcileErr err
 	}
 	key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
 	w.gate(key, m.GetGeneration(), reconcileErr)
-	return w.write(ctx, obj, key, m.GetGeneration(), false)
+	res := w.write(ctx, obj, key, m.GetGeneration(), false)
+	if res.Outcome != Unavailable && res.Outcome != Failed && reconcileErr != nil && !IsTerminal(reconcileErr) {
+		// The Reconcile's own transient failure: quiet while its gate
+		// progresses (it stalls at the progress deadline).
+		w.mu.Lock()
+		f := w.failing[key]
+		w.mu.Unlock()
+		if ServerAway(reconcileErr) && f.stalled == "" {
+			res.Retry = reconcileErr
+			res.RequeueAfter = backoff(f.n)
+		}
+	}
+	return res
+}
+
+// ServerAway reports whether err is the API server away or overloaded,
+// as the streams grade it (watch.Classify): a refused or reset
+// connection, a timeout, 429 Too Many Requests, a 5xx. Such trouble is
+// retried quietly (Retry); anything else, an error of the Reconcile's own
+// making included, is not.
+func ServerAway(err error) bool {
+	class, reason := watch.Classify(err)
+	return class == watch.ClassTransient && reason != watch.ReasonWatchFailed
+}
+
+// troubledFor counts one more transient failure, err, of key's status
+// write and returns when to try again. A streak that has lasted the
+// progress deadline is logged once, at Info, as watch.WatchErrorLogger
+// logs a stream's transient trouble: never at error level, since the
+// streams grade the API server's health (an outage that long Stalls the
+// owners that depend on them).
+func (w *Writer) troubledFor(key types.NamespacedName, err error) time.Duration {
+	now := w.opts.Clock.Now()
+	w.mu.Lock()
+	t, ok := w.troubled[key]
+	if !ok {
+		t = trouble{since: now}
+	}
+	t.n++
+	long := !t.told && now.Sub(t.since) >= w.opts.ProgressDeadline
+	t.told = t.told || long
+	w.troubled[key] = t
+	w.mu.Unlock()
+	if long {
+		w.opts.Logger.Info("the API server has not taken the owner's status writes for the progress deadline; retrying", "resource", w.kind(), "name", key, "for", now.Sub(t.since).String(), "err", err.Error())
+	}
+	return backoff(t.n)
+}
+
+// backoff is the wait before the retry that follows the n-th failure of
+// a streak: RetryFirst, doubling, at most RetryMax.
+func backoff(n int) time.Duration {
+	after := RetryFirst
+	for i := 1; i < n && after < RetryMax; i++ {
+		after *= 2
+	}
+	return min(after, RetryMax)
+}
+
+// untroubled ends key's streak of transient failures.
+func (w *Writer) untroubled(key types.NamespacedName) {
+	w.mu.Lock()
+	delete(w.troubled, key)
+	w.mu.Unlock()
 }
 
 // Standby is the standby writer's step for obj, while the controller's
@@ -241,6 +341,26 @@ func (w *Writer) Standby(ctx context.Context, obj runtime.Object) Result {
 	return w.write(ctx, obj, types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}, m.GetGeneration(), true)
 }
 
+// ReadFailed is the status step of a Reconcile that could not read its
+// owner, err being the read's error: a NotFound is the owner deleted
+// (Deleted: forgotten everywhere, as [Writer.Forget] does); trouble the
+// API server's streams grade as transient (a refused connection, a
+// timeout, 429, 5xx) is Unavailable, retried quietly, from RetryFirst
+// doubling to RetryMax; a cancelled context is Cancelled; anything else
+// Failed, with err.
+func (w *Writer) ReadFailed(ctx context.Context, key types.NamespacedName, err error) Result {
+	switch {
+	case ctx.Err() != nil:
+		return Result{Outcome: Cancelled}
+	case apierrors.IsNotFound(err):
+		w.Forget(key, "")
+		return Result{Outcome: Deleted}
+	case ServerAway(err):
+		return Result{Outcome: Unavailable, Retry: err, RequeueAfter: w.troubledFor(key, err)}
+	}
+	return Result{Outcome: Failed, Err: err}
+}
+
 // Forget forgets a deleted owner everywhere: its streams and gates in the
 // Accumulator, its time-to-first-Ready claim, its failures. Call it from
 // the owner informer's delete handler.
@@ -251,6 +371,7 @@ func (w *Writer) Forget(key types.NamespacedName, uid types.UID) {
 	}
 	w.mu.Lock()
 	delete(w.failing, key)
+	delete(w.troubled, key)
 	w.mu.Unlock()
 }
 
@@ -293,6 +414,7 @@ func (w *Writer) gate(key types.NamespacedName, generation int64, err error) {
 	if !ok || f.generation != generation {
 		f = failure{generation: generation, since: now}
 	}
+	f.n++
 	if f.stalled == "" {
 		switch {
 		case IsTerminal(err):
@@ -340,6 +462,11 @@ func (w *Writer) write(ctx context.Context, obj runtime.Object, key types.Namesp
 			read = nil
 			return err
 		})
+	}
+	if err == nil || apierrors.IsConflict(err) {
+		w.untroubled(key)
+	} else if ServerAway(err) && ctx.Err() == nil {
+		return Result{Outcome: Unavailable, Retry: err, RequeueAfter: w.troubledFor(key, err), Before: res.Before, After: res.After}
 	}
 	switch {
 	case err == nil:

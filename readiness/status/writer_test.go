@@ -3,7 +3,10 @@ package status_test
 import (
 	"context"
 	"errors"
+	"net/url"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,14 +36,17 @@ type server struct {
 	obj       *unstructured.Unstructured // nil: deleted
 	rv        int
 	writes    int
-	conflicts int  // the next writes that conflict
-	noStatus  bool // the kind serves no status subresource
-	dropsOG   bool // the schema drops status.observedGeneration
+	conflicts int   // the next writes that conflict
+	noStatus  bool  // the kind serves no status subresource
+	dropsOG   bool  // the schema drops status.observedGeneration
+	down      error // every write fails with it (the API server away)
 }
 
 func (s *server) update(_ context.Context, obj runtime.Object) (runtime.Object, error) {
 	u := obj.(*unstructured.Unstructured)
 	switch {
+	case s.down != nil:
+		return nil, s.down
 	case s.obj == nil || s.noStatus:
 		return nil, errGone
 	case s.conflicts > 0 || u.GetResourceVersion() != s.obj.GetResourceVersion():
@@ -324,5 +330,85 @@ func TestNewRejectsMissingOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New() = %v, want an error saying %q", err, want)
 		}
+	}
+}
+
+// The API server away (a refused connection, a 503, a 429) is no failure a
+// human acts on: a status write it does not take is Unavailable, with no
+// error to log at error level, retried from RetryFirst doubling to
+// RetryMax; a Reconcile's own transient failure is quiet while its gate progresses,
+// and an error again once it stalls. Before, each was Failed, an error
+// line per retry (the operator judge, with outages reaching the
+// operator's client: 9,516 error lines in 198 histories of 1,000).
+func TestTransientTroubleIsRetriedQuietly(t *testing.T) {
+	refused := &url.Error{Op: "Put", URL: "https://apiserver:6443", Err: syscall.ECONNREFUSED}
+	for _, down := range []error{refused, apierrors.NewServiceUnavailable("etcd leader changed"), apierrors.NewTooManyRequests("slow down", 1)} {
+		f := newFixture(t, 1)
+		f.srv.down = down
+		var waits []time.Duration
+		for range 8 {
+			res := f.w.Write(context.Background(), f.srv.read(), nil)
+			if res.Outcome != wgstatus.Unavailable || res.Err != nil || !errors.Is(res.Retry, down) {
+				t.Fatalf("%v: Write = %s, Err %v, Retry %v; want Unavailable, no Err, Retry the write's error", down, res.Outcome, res.Err, res.Retry)
+			}
+			waits = append(waits, res.RequeueAfter)
+			f.clock.Step(res.RequeueAfter)
+		}
+		if want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute}; !slices.Equal(waits, want) {
+			t.Errorf("%v: retries after %v, want %v", down, waits, want)
+		}
+		f.srv.down = nil
+		if res := f.w.Write(context.Background(), f.srv.read(), nil); res.Outcome != wgstatus.Written {
+			t.Errorf("%v: back: Write = %s, want Written", down, res.Outcome)
+		}
+		f.srv.down = down
+		f.acc.SetGate(key, wgreadiness.Progressing("Database", "Starting", "the database starts")) // something to write
+		if res := f.w.Write(context.Background(), f.srv.read(), nil); res.RequeueAfter != wgstatus.RetryFirst {
+			t.Errorf("%v: trouble again: retry after %v, want RetryFirst: a write that succeeded ends the streak", down, res.RequeueAfter)
+		}
+	}
+
+	// The Reconcile's own transient failure.
+	f := newFixture(t, 1)
+	res := f.w.Write(context.Background(), f.srv.read(), refused)
+	if res.Outcome != wgstatus.Written || res.Err != nil || !errors.Is(res.Retry, refused) || res.RequeueAfter != wgstatus.RetryFirst {
+		t.Fatalf("a Reconcile failing on a refused connection: %s, Err %v, Retry %v after %v; want Written (Reconciling), Retry, after RetryFirst", res.Outcome, res.Err, res.Retry, res.RequeueAfter)
+	}
+	f.clock.Step(6 * time.Minute)
+	res = f.w.Write(context.Background(), f.srv.read(), refused)
+	if res.Retry != nil {
+		t.Errorf("failing past the progress deadline: Retry %v, want none (the owner is Stalled: return the error)", res.Retry)
+	}
+	if c, _ := conditionsOf(t, f.srv.obj); !meta.IsStatusConditionTrue(c, wgreadiness.ConditionStalled) {
+		t.Errorf("failing past the progress deadline: %v, want Stalled=True", c)
+	}
+	// Not transient: returned as it is.
+	f = newFixture(t, 1)
+	if res := f.w.Write(context.Background(), f.srv.read(), errors.New("spec.size is odd")); res.Retry != nil {
+		t.Errorf("a Reconcile failing on its own error: Retry %v, want none", res.Retry)
+	}
+}
+
+// A Reconcile that could not read its owner: deleted, away, or failed.
+func TestReadFailed(t *testing.T) {
+	f := newFixture(t, 1)
+	refused := &url.Error{Op: "Get", URL: "https://apiserver:6443", Err: syscall.ECONNREFUSED}
+	for _, tc := range []struct {
+		err  error
+		want wgstatus.Outcome
+	}{
+		{errGone, wgstatus.Deleted},
+		{refused, wgstatus.Unavailable},
+		{apierrors.NewForbidden(resource, "db", errors.New("RBAC")), wgstatus.Failed},
+	} {
+		res := f.w.ReadFailed(context.Background(), key, tc.err)
+		if res.Outcome != tc.want || (res.Outcome == wgstatus.Failed) != (res.Err != nil) || (res.Outcome == wgstatus.Unavailable) != (res.Retry != nil) {
+			t.Errorf("ReadFailed(%v) = %+v, want %s", tc.err, res, tc.want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if res := f.w.ReadFailed(ctx, key, refused); res.Outcome != wgstatus.Cancelled {
+		t.Errorf("ReadFailed with the context cancelled = %s, want Cancelled", res.Outcome)
 	}
 }

@@ -153,8 +153,10 @@ func Example() {
 }
 
 // The control plane down past ProgressDeadline, the operator restarted
-// while its Guestbook is Stalled, then the control plane back: one Warning,
-// and the restart writes nothing.
+// during it, then the control plane back. Nothing can be written while it
+// is down (the status writes are retried quietly, at most a minute apart);
+// once it is back, the stall, past ProgressDeadline, is written with its
+// one Warning while the informer catches up, then Ready.
 func ExampleOutageBegins() {
 	key := types.NamespacedName{Namespace: "shop", Name: "gb"}
 	t := &testing.T{} // in a test function, its own t
@@ -174,7 +176,6 @@ func ExampleOutageBegins() {
 	// Output:
 	// Ready=True/Established
 	// Normal Established
-	// Normal ConnectionFailed
 	// Warning ProgressDeadlineExceeded
 	// Normal Established
 }

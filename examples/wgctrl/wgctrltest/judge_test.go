@@ -200,8 +200,13 @@ func generate(seed uint64) *history {
 			// cache.RemoveInformer then GetInformer, as an operator that
 			// watches kinds dynamically does.
 			add("replace", wgctrltest.ReplaceInformers(&corev1.ConfigMap{}), 0)
-		case k < 14:
+		case k < 14 && r.IntN(2) == 0:
 			add("conflicts", wgctrltest.StatusConflicts(1+r.IntN(4)), 0)
+		case k < 14:
+			// The operator's writes refused (429) while its watches are
+			// served: an API server shedding writes.
+			d := time.Duration(1+r.IntN(180)) * time.Second
+			add("write faults", wgctrltest.RefuseWrites(d), d)
 		case k == 17:
 			// The operator's own gate: its database not ready
 			// (Reconciling), the owner's spec invalid (Stalled, a human
@@ -749,9 +754,9 @@ func TestOperatorJudge(t *testing.T) {
 	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d error_lines=%d missed_error_lines=%d probe_wrong=%d after_deletion=%d second_informers=%d (writes=%d warnings=%d restarts=%d denials=%d deleted=%d, %s)\n",
 		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite, v.errorLines, v.missedErrorLines, v.probeWrong, v.afterDeletion, v.secondInformers,
 		v.writes, v.warnings, v.restarts, v.denials, v.deletions, time.Since(began).Round(time.Second))
-	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d metadata_only=%d unwatched=%d own_gates=%d setup_with_manager=%d\n",
+	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d metadata_only=%d unwatched=%d own_gates=%d setup_with_manager=%d client_faults=%d\n",
 		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["replace"], worlds["conflicts"], worlds["update"],
-		worlds["delete"], worlds["delete during reconcile"], worlds["metadata-only"], worlds["unwatched"], worlds["gate"], worlds["setup"])
+		worlds["delete"], worlds["delete during reconcile"], worlds["metadata-only"], worlds["unwatched"], worlds["gate"], worlds["setup"], worlds["write faults"]+worlds["outage"])
 	q := v.quietRestarts
 	fmt.Printf("operator: quiet_restarts_checked ready=%d reconciling_stream=%d reconciling_gate=%d stalled_stream=%d stalled_gate=%d\n",
 		q["ready"], q["reconciling_stream"], q["reconciling_gate"], q["stalled_stream"], q["stalled_gate"])

@@ -110,7 +110,7 @@ func (w *world) start() (*process, error) {
 		// controller's builder adds the rest.
 		deps = w.op.OwnerWatches
 	}
-	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: w.client, Recorder: recorder{w.result}, Informers: informers{w, p}}, w.op.Owner, deps...)
+	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: w.client, APIReader: w.apiReader(), Recorder: recorder{w.result}, Informers: informers{w, p}}, w.op.Owner, deps...)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -120,7 +120,7 @@ func (w *world) start() (*process, error) {
 	}
 	var r reconcile.Reconciler
 	if w.op.SetupWithManager != nil {
-		if r, err = setup(w.op, w.client, owner, nil, built{}); err != nil {
+		if r, err = setup(w.op, w.client, w.apiReader(), owner, nil, built{}); err != nil {
 			cancel()
 			return nil, err
 		}

@@ -31,15 +31,16 @@ import (
 // not provide (the embedded Manager is nil) panics, and setup says so.
 type setupManager struct {
 	manager.Manager
-	client  client.Client
-	scheme  *runtime.Scheme
-	cache   cache.Cache
-	indexer client.FieldIndexer
-	added   []manager.Runnable
+	client    client.Client
+	apiReader client.Reader
+	scheme    *runtime.Scheme
+	cache     cache.Cache
+	indexer   client.FieldIndexer
+	added     []manager.Runnable
 }
 
 func (m *setupManager) GetClient() client.Client             { return m.client }
-func (m *setupManager) GetAPIReader() client.Reader          { return m.client }
+func (m *setupManager) GetAPIReader() client.Reader          { return m.apiReader }
 func (m *setupManager) GetScheme() *runtime.Scheme           { return m.scheme }
 func (m *setupManager) GetRESTMapper() meta.RESTMapper       { return m.client.RESTMapper() }
 func (m *setupManager) GetLogger() logr.Logger               { return logr.Discard() }
@@ -91,8 +92,8 @@ func (built) IndexField(context.Context, client.Object, string, client.IndexerFu
 // controller it built, which is the operator's reconciler: the kit calls
 // its Reconcile (controller-runtime's, which recovers a panic, then
 // yours).
-func setup(op Operator, c client.Client, readiness *wgctrl.Owner, ca cache.Cache, indexer client.FieldIndexer) (ctl controller.Controller, err error) {
-	m := &setupManager{client: c, scheme: op.Scheme, cache: ca, indexer: indexer}
+func setup(op Operator, c client.Client, apiReader client.Reader, readiness *wgctrl.Owner, ca cache.Cache, indexer client.FieldIndexer) (ctl controller.Controller, err error) {
+	m := &setupManager{client: c, apiReader: apiReader, scheme: op.Scheme, cache: ca, indexer: indexer}
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("Operator.SetupWithManager used a part of the manager the kit does not provide (it has GetClient, GetAPIReader, GetScheme, GetRESTMapper, GetCache, GetFieldIndexer, GetLogger, GetControllerOptions and Add): %v", p)
@@ -136,7 +137,7 @@ func watchedBySetup(op Operator) ([]client.Object, []fieldIndex, error) {
 	}
 	asked := &askedCache{}
 	idx := &indexes{scheme: op.Scheme}
-	ctl, err := setup(op, c, readiness, asked, idx)
+	ctl, err := setup(op, c, c, readiness, asked, idx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -92,6 +92,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -106,7 +107,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -253,6 +253,20 @@ func Outage(d time.Duration) Step {
 	}}
 }
 
+// RefuseWrites answers every write of the operator's client (its
+// children, its status writes) with 429 Too Many Requests for d, while
+// its reads and the informers' watches are served: an API server that
+// sheds mutating requests (its priority and fairness limits, or etcd
+// slow to write). It takes d of virtual time.
+func RefuseWrites(d time.Duration) Step {
+	return Step{name: "refuse writes " + d.String(), do: func(w *world) error {
+		w.writesRefused.Store(true)
+		time.Sleep(d)
+		w.writesRefused.Store(false)
+		return nil
+	}}
+}
+
 // OutageBegins refuses every connection to the API server until
 // OutageEnds, so that other steps happen during the outage: a Restart of
 // the operator while the control plane is down, say. Deny and Allow are
@@ -276,6 +290,7 @@ func (w *world) outageBegins() error {
 	for i, s := range servers {
 		w.down[i] = s.Faults()
 	}
+	w.outage.Store(true)
 	settled(servers, func(s *watchtest.Server) {
 		s.SetFaults(watchtest.Faults{Refuse: true})
 		s.CloseWatches()
@@ -291,6 +306,7 @@ func (w *world) outageEnds() error {
 		s.SetFaults(w.down[i])
 	}
 	w.down = nil
+	w.outage.Store(false)
 	return nil
 }
 
@@ -806,6 +822,10 @@ type world struct {
 	// down holds each server's faults (allServers' order) from
 	// OutageBegins to OutageEnds; nil when the servers are up.
 	down []watchtest.Faults
+	// outage is set from OutageBegins to OutageEnds: the operator's
+	// client is refused too. writesRefused is set while RefuseWrites
+	// lasts.
+	outage, writesRefused atomic.Bool
 
 	mu        sync.Mutex
 	conflicts int
@@ -871,7 +891,7 @@ func newWorld(op Operator, indexes ...fieldIndex) (*world, error) {
 		b = b.WithIndex(i.obj, i.field, i.extract)
 	}
 	w.server = b.Build()
-	w.client = interceptor.NewClient(w.server, interceptor.Funcs{SubResourceUpdate: w.statusUpdate, Get: w.get})
+	w.client = w.operatorClient()
 	w.result.client = w.server
 	namespaces := op.Namespaces
 	if len(namespaces) == 0 {

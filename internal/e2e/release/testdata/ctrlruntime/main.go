@@ -115,7 +115,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	err = readiness.ControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}). // not ctrl.NewControllerManagedBy
+	err = readiness.ControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}).
 		Complete(&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness})
 	if err != nil {
 		return err
