@@ -165,8 +165,10 @@ func (c nowClock) Since(t time.Time) time.Duration { return c().Sub(t) }
 // update when a reader would see a change, and records an Event only
 // after that write succeeded. A conflict is retried after a short wait,
 // quietly (status-only updates do not requeue through For, whose
-// predicate passes generation changes only); any other failed write is
-// returned, and controller-runtime retries with backoff.
+// predicate passes generation changes only), and so is a write the API
+// server did not take for being away or overloaded (Unavailable: after
+// the status step's backoff, 1 s doubling to a minute); any other failed
+// write is returned, and controller-runtime retries with backoff.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	key := req.NamespacedName
 	t := &watchtarget.WatchTarget{}
