@@ -452,6 +452,14 @@ func (p *process) outcome(key types.NamespacedName, obj runtime.Object, st stepp
 	case wgstatus.Conflict:
 		p.q.add(key) // read afresh
 		return
+	case wgstatus.Unavailable:
+		// Not taken: again after the step's backoff, quietly.
+		time.AfterFunc(st.res.RequeueAfter, func() {
+			if p.ctx.Err() == nil {
+				p.q.add(key)
+			}
+		})
+		return
 	case wgstatus.Failed:
 		p.w.mu.Lock()
 		p.errorLines = append(p.errorLines, fmt.Sprintf("%v %s: %v", p.w.now(), key, st.res.Err))
@@ -486,6 +494,12 @@ func (p *process) updateStatus(_ context.Context, obj runtime.Object) (runtime.O
 		return nil, err
 	}
 	key := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
+	p.w.mu.Lock()
+	down := p.w.writesDown
+	p.w.mu.Unlock()
+	if down {
+		return nil, apierrors.NewServiceUnavailable("etcd is slow to write")
+	}
 	updated, wr, err := p.w.store.updateStatus(key, u.GetUID(), u.GetResourceVersion(), st.Conditions, st.ObservedGeneration, p.id)
 	if err != nil {
 		return nil, err

@@ -129,6 +129,9 @@ type history struct {
 	// failing counts the spans in which an owner's Reconcile fails (the
 	// steps "reconcile fails" and "reconcile succeeds").
 	failing int
+	// writesRefused counts the spans in which status writes are answered
+	// 503.
+	writesRefused int
 	// twice has each Reconcile call the status step twice, as a
 	// Reconcile that writes its status early and again at its end does.
 	twice bool
@@ -495,6 +498,16 @@ func generate(seed uint64, c *chooser) history {
 		}
 	}
 	h.twice = c.Intn(6) == 0
+	// Status writes the API server does not take for a while (503: etcd
+	// slow to write), its watches served: chosen last too.
+	if c.Intn(4) == 0 {
+		from := c.LogDuration(time.Second, h.horizon)
+		long := c.LogDuration(time.Second, 3*time.Minute)
+		g := nextGroup()
+		add(from, g, "status writes refused", func(w *world) { w.setWritesDown(true) })
+		add(from+long, g, "status writes back", func(w *world) { w.setWritesDown(false) })
+		h.writesRefused++
+	}
 	h.dropInQuiet()
 	h.steps = slices.DeleteFunc(h.steps, func(s step) bool { return s.at >= h.horizon && !strings.HasPrefix(s.desc, "off ") })
 	slices.SortStableFunc(h.steps, func(a, b step) int { return int(a.at - b.at) })

@@ -216,6 +216,19 @@ func (l *life) findStored(from, to time.Duration, bad func(conds []metav1.Condit
 // findWritten is findStored whose bad also reads which process wrote the
 // stored conditions (-1 for none).
 func (l *life) findWritten(from, to time.Duration, bad func(conds []metav1.Condition, observed int64, proc int) bool) time.Duration {
+	// What is stored while no write could land is not the controller's
+	// doing: look from the end of such a span.
+	for moved := true; moved && l.unwritable != nil; {
+		moved = false
+		for _, d := range *l.unwritable {
+			if from >= d.from && (d.to < 0 || from < d.to) {
+				if d.to < 0 {
+					return -1
+				}
+				from, moved = d.to, true
+			}
+		}
+	}
 	if from >= to {
 		return -1
 	}
@@ -1422,7 +1435,7 @@ func TestPipeline(t *testing.T) {
 	start := time.Now()
 	before := runtime.NumGoroutine()
 	var total verdict
-	failed, standby, longDeadline, failing, twice := 0, 0, 0, 0, 0
+	failed, standby, longDeadline, failing, twice, writesRefused := 0, 0, 0, 0, 0, 0
 	for i := range *pipelineHistories {
 		seed := *pipelineSeed + uint64(i)
 		h := generate(seed, &chooser{Rng: rand.New(rand.NewPCG(seed, 19))})
@@ -1437,6 +1450,9 @@ func TestPipeline(t *testing.T) {
 		}
 		if h.twice {
 			twice++
+		}
+		if h.writesRefused > 0 {
+			writesRefused++
 		}
 		var v verdict
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
@@ -1463,7 +1479,7 @@ func TestPipeline(t *testing.T) {
 	// The worlds beyond faults: controllers with a standby writer (as
 	// wgctrl's Owner), streams with a ProgressDeadline of 10 minutes,
 	// Reconciles that fail, a status step called twice per Reconcile.
-	fmt.Printf("pipeline: worlds standby_writers=%d progress_deadline_10m=%d failing_reconciles=%d step_twice=%d\n", standby, longDeadline, failing, twice)
+	fmt.Printf("pipeline: worlds standby_writers=%d progress_deadline_10m=%d failing_reconciles=%d step_twice=%d status_writes_refused=%d\n", standby, longDeadline, failing, twice, writesRefused)
 	if leaks > 0 {
 		t.Errorf("%d goroutines more than before the histories", leaks)
 	}

@@ -43,6 +43,10 @@ type world struct {
 	// gates is the ground truth of the caller's own gates, by owner index
 	// and gate name, as it changed.
 	gates map[int]map[string][]gateMark
+	// writesDown is set while status writes are answered 503; downs
+	// holds each span of it, with RetryMax after it ended.
+	writesDown bool
+	downs      []downSpan
 	// steps records when each step of the history ran.
 	steps []ranStep
 	// draining are the informers stopped but not yet returned.
@@ -110,7 +114,15 @@ type life struct {
 	deleted   time.Duration // -1 while it exists
 	gens      []genMark
 	writes    []*write
+	// unwritable are the spans in which no status write could land: the
+	// status writes refused, and RetryMax after (the status step's
+	// longest wait before its next try). The judge looks at what is
+	// stored only outside them.
+	unwritable *[]downSpan
 }
+
+// downSpan is a span of virtual time; to is -1 while it lasts.
+type downSpan struct{ from, to time.Duration }
 
 // genMark is a generation of an owner and the streams it depends on.
 type genMark struct {
@@ -317,7 +329,7 @@ func (w *world) createOwner(o int, streams int) {
 	w.mu.Lock()
 	w.lives = append(w.lives, &life{
 		o: o, key: ownerKey(o), uid: obj.meta.UID, created: w.now(), createdAt: obj.meta.CreationTimestamp.Time,
-		deleted: -1, gens: []genMark{{w.now(), obj.meta.Generation, streams}},
+		deleted: -1, gens: []genMark{{w.now(), obj.meta.Generation, streams}}, unwritable: &w.downs,
 	})
 	p := w.cur
 	w.mu.Unlock()
@@ -391,6 +403,19 @@ func (w *world) failReconcile(o int, terminal bool) {
 // a child's event would).
 func (w *world) reconcileSucceeds(o int) {
 	w.markGate(o, wgstatus.GateReconcile, gateMark{})
+}
+
+// setWritesDown has the API server refuse status writes (503), or take
+// them again.
+func (w *world) setWritesDown(down bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writesDown = down
+	if down {
+		w.downs = append(w.downs, downSpan{from: w.now(), to: -1})
+	} else if n := len(w.downs); n > 0 {
+		w.downs[n-1].to = w.now() + wgstatus.RetryMax + time.Second
+	}
 }
 
 // reconcileErr is what owner o's Reconcile returns now: nil, an error it
