@@ -434,8 +434,12 @@ func (o *Owner) isUnwatched(name, namespace string) bool {
 // [wgstatus.ConflictRetry] (controller-runtime logs every error at error
 // level, and a conflict is routine); an owner deleted under the Reconcile
 // is forgotten and returns neither; a manager stopping returns no error;
-// a status write the API server refused is joined to err (a kind without
-// a status subresource says so).
+// the API server away or overloaded ([wgstatus.ServerAway]: the status
+// write not taken, or the Reconcile's own error while its gate has not
+// stalled) returns no error and a requeue after the status step's backoff
+// (1 s doubling to a minute), logged at V(1): a 20-second outage is not a
+// burst of error-level lines; any other status write the API server
+// refused is joined to err (a kind without a status subresource says so).
 //
 // The first call also tells the standby writer that the controller's
 // workers run. On a nil Owner it returns res and err: a reconciler made
