@@ -180,7 +180,8 @@
 //     that is an ERROR other than a 429 or a 410) gets a LIST+WATCH for
 //     that replay only.
 //   - Whatever the cause, ProgressDeadline without a live session needs a
-//     human.
+//     human; a cause of its own that needs a human (a denial after a long
+//     outage) is published as itself, not as the deadline.
 //
 // [Classify] sorts errors into a [Class] and [Reason] by status code and
 // reason, never by error text, and is total.

@@ -264,7 +264,9 @@ type Escalation struct {
 // Whatever the row, an ending that is not live publishes Blocked (with the
 // ending's reason; NeedsHuman only once the needs-a-human row says so) if
 // Trouble has reached TransientGrace, and Blocked with NeedsHuman and
-// [ReasonProgressDeadlineExceeded] if it has reached ProgressDeadline.
+// [ReasonProgressDeadlineExceeded] if it has reached ProgressDeadline,
+// unless the needs-a-human row publishes the ending's own cause: an
+// outage past the deadline that ends in a denial is the denial.
 // The thresholds not reached yet are [Verdict.Escalations] (after an
 // expiry: Replaying at ReplayGrace from the expiry, or at TransientGrace
 // if that comes first, then the deadline). A 410 is graded the same in
@@ -330,11 +332,15 @@ func Grade(e Ending, p Policy) Verdict {
 		return v
 	}
 	switch {
-	case e.Trouble >= p.ProgressDeadline:
-		v.Publish, v.State = true, deadlineState(e, p)
 	case class == ClassNeedsHuman && e.NeedsHumanFor >= p.HumanGrace:
+		// A cause of its own that needs a human says more than the
+		// deadline: an outage past ProgressDeadline that ends in a
+		// denial is the denial, or the stall would name the outage's
+		// connection refused while RBAC denies.
 		v.Publish = true
 		v.State = State{Phase: PhaseBlocked, Reason: reason, NeedsHuman: true, Message: describe(e)}
+	case e.Trouble >= p.ProgressDeadline:
+		v.Publish, v.State = true, deadlineState(e, p)
 	case class == ClassExpired && (e.ExpiredFor >= p.ReplayGrace || e.Trouble >= p.TransientGrace):
 		v.Publish, v.State = true, replayingState(reason)
 	case v.Publish:

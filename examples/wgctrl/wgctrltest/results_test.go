@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -213,5 +214,46 @@ func TestSetupIndexesReachTheClient(t *testing.T) {
 	}
 	if got := status(res.Conditions(key)); got != "Ready=True/Established" {
 		t.Errorf("%s, want Ready=True/Established", got)
+	}
+}
+
+// A rollout of a leader-elected operator (the new process started while
+// the old one holds the lease, the old one stopped once the new one is
+// ready, the lease taken over 15 s later) changes nothing an owner shows:
+// no write, no Event, no error-level line, over healthy streams and over
+// a denial alike. The new process's probe passes while it waits for the
+// lease, or the rollout would hang.
+func TestRolloutChangesNothing(t *testing.T) {
+	key := types.NamespacedName{Namespace: "team-a", Name: "gb"}
+	for _, tc := range []struct {
+		name   string
+		before []wgctrltest.Step
+		status string
+	}{
+		{"healthy", []wgctrltest.Step{wgctrltest.Wait(time.Minute)}, "Ready=True/Established"},
+		{"denied", []wgctrltest.Step{wgctrltest.Deny(&corev1.ConfigMap{}, ""), wgctrltest.Wait(time.Minute)}, "Ready=False/Forbidden Stalled=True/Forbidden"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			steps := append(slices.Clone(tc.before), wgctrltest.Rollout(), wgctrltest.Wait(5*time.Minute), wgctrltest.Rollout(), wgctrltest.Wait(5*time.Minute))
+			res := wgctrltest.Run(t, guestbookOperator(guestbook(key.Namespace, key.Name)), steps...)
+			if got := status(res.Conditions(key)); got != tc.status {
+				t.Errorf("%s, want %s", got, tc.status)
+			}
+			if w, e := res.StatusWrites(key), len(res.Events(key)); w != 1 || e != 1 {
+				t.Errorf("writes=%d events=%d, want 1 and 1 (the first, before the rollouts): %q", w, e, res.Events(key))
+			}
+			if tc.name == "healthy" && len(res.ErrorLogs()) > 0 {
+				t.Errorf("error-level lines: %q", res.ErrorLogs())
+			}
+			waited := 0
+			for _, r := range res.Timeline() {
+				if r.What == wgctrltest.RecordProbe && strings.Contains(r.Detail, "waiting for the lease") {
+					waited++
+				}
+			}
+			if waited != 2 {
+				t.Errorf("the new process was ready while it waited for the lease %d times, want 2", waited)
+			}
+		})
 	}
 }

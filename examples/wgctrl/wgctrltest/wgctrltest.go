@@ -70,6 +70,12 @@
 // be written). The kit wires the readiness probe itself: a main.go that
 // serves healthz.Ping is not caught here.
 //
+// Every process runs as a leader-elected manager does: one started by
+// [Rollout] waits for the lease (no informer, nothing reconciled, its probe
+// as Grader.ReadyzCheck answers there) until the old one has stopped and
+// LeaseDuration has passed; the first process and one started by [Restart]
+// take the lease at once.
+//
 // How it differs from a real manager: the owner kind's informer is not
 // graded (the owners never go through a simulated server; the standby
 // writer sees them as they are when it starts); the servers' errors reach
@@ -338,7 +344,7 @@ func Restart() Step {
 		w.mu.Lock()
 		w.live = slices.DeleteFunc(w.live, func(p *process) bool { return p == old })
 		w.mu.Unlock()
-		p, err := w.start()
+		p, err := w.start(nil)
 		if err != nil {
 			return err
 		}
@@ -348,6 +354,66 @@ func Restart() Step {
 		return nil
 	}}
 }
+
+// Rollout rolls the operator out as a Deployment of kubebuilder's
+// manifests does (one replica, --leader-elect, the default rolling
+// update): a new process starts while the current one runs and holds the
+// lease; once the new one's readiness probe passes (looked at every 10 s,
+// as a kubelet does), the current one is stopped, and the new one takes
+// the lease LeaseDuration (controller-runtime's 15 s) later, since the
+// scaffold leaves LeaderElectionReleaseOnCancel unset: until then it has
+// no informer and reconciles nothing. A new process whose probe has not
+// passed within a minute fails the run: the rollout would hang, the old
+// process kept. It takes the probe's wait and the 15 s of virtual time.
+func Rollout() Step {
+	return Step{name: "rollout", do: func(w *world) error {
+		elected := make(chan struct{})
+		next, err := w.start(elected)
+		if err != nil {
+			return err
+		}
+		var probe error
+		for i := range 7 {
+			if i > 0 {
+				time.Sleep(10 * time.Second)
+			}
+			synctest.Wait()
+			if probe = next.grade.ReadyzCheck(nil); probe == nil {
+				break
+			}
+		}
+		if probe != nil {
+			next.stop()
+			w.mu.Lock()
+			w.live = slices.DeleteFunc(w.live, func(p *process) bool { return p == next })
+			w.mu.Unlock()
+			return fmt.Errorf("the new process's readiness probe did not pass within 1m0s while the old one holds the lease, so a rolling update would hang: %v", probe)
+		}
+		needed := 0
+		for _, name := range w.order {
+			needed += len(w.kinds[name])
+		}
+		w.result.mu.Lock()
+		w.result.recordLocked(RecordProbe, types.NamespacedName{}, 0, fmt.Sprintf("ready while waiting for the lease; informers synced 0/%d", needed))
+		w.result.mu.Unlock()
+		old := w.proc
+		old.stop()
+		w.mu.Lock()
+		w.live = slices.DeleteFunc(w.live, func(p *process) bool { return p == old })
+		w.proc = next
+		w.mu.Unlock()
+		time.Sleep(LeaseDuration)
+		close(elected)
+		return nil
+	}}
+}
+
+// LeaseDuration is how long a Rollout's new process waits for the lease
+// once the old one stopped: controller-runtime's default
+// LeaseDuration, which an old process that does not release its lease
+// (LeaderElectionReleaseOnCancel unset, as kubebuilder scaffolds) leaves
+// to expire.
+const LeaseDuration = 15 * time.Second
 
 // ReplaceInformers removes kind's informers from the cache and makes them
 // anew, as an operator that watches kinds dynamically (CRDs installed
@@ -733,7 +799,7 @@ func Run(t *testing.T, op Operator, steps ...Step) *Result {
 		}
 		res = w.result
 		res.began = time.Now()
-		if w.proc, err = w.start(); err != nil {
+		if w.proc, err = w.start(nil); err != nil {
 			t.Fatalf("wgctrltest: %v", err)
 		}
 		synctest.Wait() // the process has made what it makes at once
