@@ -470,6 +470,11 @@ func (o *Owner) Status(ctx context.Context, obj client.Object, res reconcile.Res
 		reconcileErr = wgstatus.Terminal(err)
 	}
 	out := o.status.Write(ctx, u, reconcileErr)
+	if out.ReconcileErr == nil {
+		// Routine, or the API server's trouble the status step retries
+		// quietly (Retry): no error for controller-runtime to log.
+		err = nil
+	}
 	switch out.Outcome {
 	case wgstatus.Written:
 		if cerr := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); cerr != nil {
@@ -503,29 +508,16 @@ func (o *Owner) Status(ctx context.Context, obj client.Object, res reconcile.Res
 			o.forget(key, obj.GetUID())
 			return res, nil
 		}
-		o.log.V(1).Info("the API server did not take the status write; retrying", "name", key, "after", out.RequeueAfter, "err", out.Retry.Error())
-		res.RequeueAfter = min(nonZero(res.RequeueAfter), out.RequeueAfter)
-		if out.Retry == err || isTransient(err) {
-			return res, nil // the Reconcile's own failure is the same trouble
-		}
-		return res, err
 	case wgstatus.Failed:
 		return res, errors.Join(err, out.Err)
 	}
 	if out.Retry != nil {
-		// The Reconcile's own failure, on trouble no human need act on
-		// yet: retried, not logged at error level.
-		o.log.V(1).Info("the reconcile failed on transient trouble; retrying", "name", key, "after", out.RequeueAfter, "err", out.Retry.Error())
+		// The status write not taken, or the Reconcile's own failure, on
+		// trouble no human need act on yet: retried, quietly.
+		o.log.V(1).Info("the API server is away or overloaded; retrying", "name", key, "after", out.RequeueAfter, "err", out.Retry.Error())
 		res.RequeueAfter = min(nonZero(res.RequeueAfter), out.RequeueAfter)
-		return res, nil
 	}
 	return res, err
-}
-
-// isTransient reports whether err is the API server away or overloaded
-// (wgstatus.ServerAway), and not a TerminalError.
-func isTransient(err error) bool {
-	return err != nil && wgstatus.ServerAway(err) && !errors.Is(err, reconcile.TerminalError(nil))
 }
 
 // nonZero is d, or the longest duration when d is zero (no requeue asked).

@@ -95,6 +95,12 @@ type Result struct {
 	// Info line once it has lasted the progress deadline): the streams
 	// grade the API server's health.
 	Retry error
+	// ReconcileErr is the error given to Write when the Reconcile is to
+	// return it (controller-runtime logs it at error level and retries):
+	// nil when none was given, when the owner is gone or the context
+	// ended, and when it is the API server's trouble while the gate it
+	// set progresses (Retry then holds it, unless the write's own does).
+	ReconcileErr error
 	// Before and After are the conditions as read and as decided; After
 	// was written when Outcome is Written.
 	Before, After []metav1.Condition
@@ -255,15 +261,18 @@ func (w *Writer) Write(ctx context.Context, obj runtime.Object, reconcileErr err
 	key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
 	w.gate(key, m.GetGeneration(), reconcileErr)
 	res := w.write(ctx, obj, key, m.GetGeneration(), false)
-	if res.Outcome != Unavailable && res.Outcome != Failed && reconcileErr != nil && !IsTerminal(reconcileErr) {
-		// The Reconcile's own transient failure: quiet while its gate
-		// progresses (it stalls at the progress deadline).
+	if reconcileErr != nil && res.Outcome != Cancelled && res.Outcome != Deleted {
+		res.ReconcileErr = reconcileErr
 		w.mu.Lock()
 		f := w.failing[key]
 		w.mu.Unlock()
-		if ServerAway(reconcileErr) && f.stalled == "" {
-			res.Retry = reconcileErr
-			res.RequeueAfter = backoff(f.n)
+		if !IsTerminal(reconcileErr) && ServerAway(reconcileErr) && f.stalled == "" {
+			// The Reconcile's own transient failure: quiet while its
+			// gate progresses (it stalls at the progress deadline).
+			res.ReconcileErr = nil
+			if res.Retry == nil && res.Outcome != Failed {
+				res.Retry, res.RequeueAfter = reconcileErr, backoff(f.n)
+			}
 		}
 	}
 	return res

@@ -371,21 +371,29 @@ func TestTransientTroubleIsRetriedQuietly(t *testing.T) {
 	// The Reconcile's own transient failure.
 	f := newFixture(t, 1)
 	res := f.w.Write(context.Background(), f.srv.read(), refused)
-	if res.Outcome != wgstatus.Written || res.Err != nil || !errors.Is(res.Retry, refused) || res.RequeueAfter != wgstatus.RetryFirst {
+	if res.Outcome != wgstatus.Written || res.Err != nil || res.ReconcileErr != nil || !errors.Is(res.Retry, refused) || res.RequeueAfter != wgstatus.RetryFirst {
 		t.Fatalf("a Reconcile failing on a refused connection: %s, Err %v, Retry %v after %v; want Written (Reconciling), Retry, after RetryFirst", res.Outcome, res.Err, res.Retry, res.RequeueAfter)
 	}
 	f.clock.Step(6 * time.Minute)
 	res = f.w.Write(context.Background(), f.srv.read(), refused)
-	if res.Retry != nil {
-		t.Errorf("failing past the progress deadline: Retry %v, want none (the owner is Stalled: return the error)", res.Retry)
+	if res.Retry != nil || !errors.Is(res.ReconcileErr, refused) {
+		t.Errorf("failing past the progress deadline: Retry %v, ReconcileErr %v; want no Retry, the error to return (the owner is Stalled)", res.Retry, res.ReconcileErr)
 	}
 	if c, _ := conditionsOf(t, f.srv.obj); !meta.IsStatusConditionTrue(c, wgreadiness.ConditionStalled) {
 		t.Errorf("failing past the progress deadline: %v, want Stalled=True", c)
 	}
 	// Not transient: returned as it is.
 	f = newFixture(t, 1)
-	if res := f.w.Write(context.Background(), f.srv.read(), errors.New("spec.size is odd")); res.Retry != nil {
-		t.Errorf("a Reconcile failing on its own error: Retry %v, want none", res.Retry)
+	own := errors.New("spec.size is odd")
+	if res := f.w.Write(context.Background(), f.srv.read(), own); res.Retry != nil || res.ReconcileErr != own {
+		t.Errorf("a Reconcile failing on its own error: Retry %v, ReconcileErr %v; want no Retry, the error to return", res.Retry, res.ReconcileErr)
+	}
+	// The Reconcile's own trouble while the write is not taken either:
+	// one retry, quiet.
+	f = newFixture(t, 1)
+	f.srv.down = refused
+	if res := f.w.Write(context.Background(), f.srv.read(), refused); res.Outcome != wgstatus.Unavailable || res.ReconcileErr != nil || res.Retry == nil {
+		t.Errorf("the Reconcile and its status write refused: %s, ReconcileErr %v, Retry %v; want Unavailable, quiet", res.Outcome, res.ReconcileErr, res.Retry)
 	}
 }
 

@@ -268,3 +268,46 @@ func ExampleOperator_ownerWatches() {
 	// Ready=False/Forbidden Stalled=True/Forbidden
 	// second informers: 0
 }
+
+// A rollout of the leader-elected operator over a denial: the new process
+// is ready while the old one holds the lease, so the rolling update
+// completes, and it writes nothing: the one Warning stands.
+func ExampleRollout() {
+	key := types.NamespacedName{Namespace: "shop", Name: "gb"}
+	t := &testing.T{} // in a test function, its own t
+	res := wgctrltest.Run(t, guestbookOperator(guestbook(key.Namespace, key.Name)),
+		wgctrltest.Deny(&corev1.ConfigMap{}, ""),
+		wgctrltest.Wait(time.Minute),
+		wgctrltest.Rollout(),
+		wgctrltest.Wait(5*time.Minute),
+	)
+	fmt.Println(status(res.Conditions(key)))
+	fmt.Println("status writes:", res.StatusWrites(key), "warnings:", res.Warnings(key))
+	// Output:
+	// Ready=False/Forbidden Stalled=True/Forbidden
+	// status writes: 1 warnings: 1
+}
+
+// RBAC denied while the API server sheds writes: the stall cannot be
+// written until the writes are taken again, and nothing is logged at
+// error level for the writes refused; the denial's own error line comes
+// from the watch error handler.
+func ExampleRefuseWrites() {
+	key := types.NamespacedName{Namespace: "shop", Name: "gb"}
+	t := &testing.T{} // in a test function, its own t
+	res := wgctrltest.Run(t, guestbookOperator(guestbook(key.Namespace, key.Name)),
+		wgctrltest.Wait(time.Minute),
+		wgctrltest.Deny(&corev1.ConfigMap{}, ""),
+		wgctrltest.RefuseWrites(2*time.Minute),
+		wgctrltest.Wait(2*time.Minute),
+	)
+	fmt.Println(status(res.Conditions(key)))
+	fmt.Println("status writes:", res.StatusWrites(key), "warnings:", res.Warnings(key))
+	for _, l := range res.ErrorLogs() {
+		fmt.Println(strings.Contains(l, "429") || strings.Contains(l, "shedding"))
+	}
+	// Output:
+	// Ready=False/Forbidden Stalled=True/Forbidden
+	// status writes: 2 warnings: 1
+	// false
+}
