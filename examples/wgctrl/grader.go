@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -104,26 +103,19 @@ type Grader struct {
 	firstReady *wgmetrics.FirstReady
 	clock      clock.WithTicker
 
-	// merge serialises informerState.
-	merge sync.Mutex
-
 	mu sync.Mutex
 	// scheme and mapper identify the kind behind each informer. Both are
 	// the manager's: ManagerOptions records the scheme and captures the
 	// mapper as the manager makes it.
 	scheme *runtime.Scheme
 	mapper meta.RESTMapper
-	// streams holds, by stream name, each informer the cache has made
-	// under it: one per representation of the kind it has made, and per
-	// namespace where the cache is restricted to namespaces (see
-	// [Grader.NewInformer]); shown is the state last passed on for a
-	// stream name or, to the Owners, for a kind in one namespace
-	// ([namespacedStream]).
-	streams map[string][]informer
-	// merged merges the states of each name's informers, indexed as in
-	// streams.
-	merged map[string]*wgwatch.Merge
-	shown  map[string]wgwatch.State
+	// streams holds each informer the cache has made, by stream name:
+	// one per representation of the kind it has made, and per namespace
+	// where the cache is restricted to namespaces (see
+	// [Grader.NewInformer]); objs holds the object the first of each
+	// name was made for (its representation of the kind).
+	streams wgwatch.Streams
+	objs    map[string]runtime.Object
 	// probing is true once ManagerOptions' NewCache has made the cache's
 	// HTTP client answer the Grader's namespace probes (namespaceOf).
 	probing bool
@@ -178,17 +170,20 @@ func New(opts Options) (*Grader, error) {
 	if log.GetSink() == nil {
 		log = logf.Log.WithName("watchgrade")
 	}
-	return &Grader{
+	g := &Grader{
 		opts:       opts,
 		log:        log,
 		metrics:    wm,
 		firstReady: fr,
 		clock:      clock.RealClock{},
 		scheme:     clientgoscheme.Scheme, // controller-runtime's default
-		streams:    map[string][]informer{},
-		merged:     map[string]*wgwatch.Merge{},
-		shown:      map[string]wgwatch.State{},
-	}, nil
+		objs:       map[string]runtime.Object{},
+	}
+	g.streams.Observer = g.Observer()
+	g.streams.InNamespace = wgwatch.ObserverFuncs{StateChangedFunc: g.stateChanged}
+	g.streams.Configured = g.configuredNamespaces
+	g.streams.Synced = &g.synced
+	return g, nil
 }
 
 // Metrics returns the watch metrics every informer reports to.
@@ -341,14 +336,11 @@ func (g *Grader) newInformerIn(build func(toolscache.ListerWatcher, runtime.Obje
 	if build == nil {
 		build = toolscache.NewSharedIndexInformer
 	}
+	inf, newNamespace := g.streams.Add(name, namespace, nil) // nothing published yet
 	g.mu.Lock()
-	newNamespace := namespace != "" && !slices.Contains(g.namespacesLocked(name), namespace)
-	i := len(g.streams[name])
-	g.streams[name] = append(g.streams[name], informer{namespace: namespace, obj: obj}) // nothing published yet
-	if g.merged[name] == nil {
-		g.merged[name] = &wgwatch.Merge{}
+	if g.objs[name] == nil {
+		g.objs[name] = obj
 	}
-	g.merged[name].Add(namespace)
 	owners := slices.Clone(g.owners)
 	g.mu.Unlock()
 	if newNamespace {
@@ -362,25 +354,15 @@ func (g *Grader) newInformerIn(build func(toolscache.ListerWatcher, runtime.Obje
 	var rnd *rand.Rand
 	if g.opts.Seed != nil {
 		h := fnv.New64a()
-		fmt.Fprintf(h, "%s/%s/%d", name, namespace, i)
+		fmt.Fprintf(h, "%s/%s/%d", name, namespace, len(g.streams.Namespaces(name))-1)
 		rnd = rand.New(rand.NewPCG(*g.opts.Seed, h.Sum64()))
 	}
 	ilw, err := wgwatch.Instrument(lw, wgwatch.InstrumentOptions{
 		Resource: gr,
 		Name:     name,
-		Observer: wgwatch.ObserverFuncs{
-			StateChangedFunc: func(s wgwatch.State) { g.informerState(observer, name, i, s) },
-			SessionEndedFunc: func(e wgwatch.SessionEnd) {
-				if e.Stage == wgwatch.StageStream || e.Stage == wgwatch.StageReplay {
-					g.mu.Lock()
-					g.streams[name][i].opened++
-					g.mu.Unlock()
-				}
-				observer.SessionEnded(e)
-			},
-		},
-		Policy: g.opts.Policy,
-		Rand:   rnd,
+		Observer: wgwatch.Observers(inf, wgwatch.ObserverFuncs{SessionEndedFunc: observer.SessionEnded}),
+		Policy:   g.opts.Policy,
+		Rand:     rnd,
 	})
 	if err != nil {
 		// Only a nil ListerWatcher or an empty resource get here, and
@@ -389,79 +371,33 @@ func (g *Grader) newInformerIn(build func(toolscache.ListerWatcher, runtime.Obje
 		g.log.Error(err, "informer is not graded", "stream", name)
 		return build(lw, obj, resync, indexers)
 	}
-	inf := build(ilw, obj, resync, indexers)
-	g.mu.Lock()
-	g.streams[name][i].synced = inf.HasSynced
-	g.mu.Unlock()
-	return &stoppingInformer{SharedIndexInformer: inf,
-		stopping: func() { g.informerStopping(name, i) },
-		stopped:  func() { g.informerStopped(observer, name, i) },
-		opened: func() int {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			return g.streams[name][i].opened
-		}}
-}
-
-// informerStopping records that the i-th informer named name was told to
-// stop (its context ended: the cache's RemoveInformer, or the manager
-// stopping): ReadyzCheck no longer waits for it, though its Run may take
-// up to a minute to return (a reflector sleeps out its backoff first).
-func (g *Grader) informerStopping(name string, i int) {
-	g.mu.Lock()
-	g.streams[name][i].stopped = true
-	g.mu.Unlock()
-}
-
-// informer is what the Grader keeps of an informer of the cache.
-type informer struct {
-	// namespace is the namespace the informer's lists and watches are
-	// restricted to, or "" for every namespace.
-	namespace string
-	// obj is the object the cache made it for: its representation of the
-	// kind (typed, unstructured or metadata-only).
-	obj runtime.Object
-	// synced is the informer's HasSynced (nil for one not graded);
-	// stopped is true once it was told to stop (its Run's context ended)
-	// or its Run returned. ReadyzCheck waits for each informer not
-	// stopped until it has synced.
-	synced  func() bool
-	stopped bool
-	// opened counts its sessions that ended after their watch opened.
-	opened int
+	built := build(ilw, obj, resync, indexers)
+	inf.SetSynced(built.HasSynced)
+	return &stoppingInformer{SharedIndexInformer: built, stopping: inf.Stopping, stopped: inf.Stopped, opened: inf.Opened}
 }
 
 // missingNamespaces returns the namespaces of namespaces in which the
-// cache restricts the kind named name to namespaces and has made no
-// informer of it yet, with an object of the representation of its
-// informers made so far, to ask the cache for the rest with: none where
-// the kind's informers serve every namespace.
+// cache restricts the kind named name to other namespaces
+// ([wgwatch.Streams.Missing]), with an object of the representation of
+// its informers made so far, to ask the cache for the rest with.
 func (g *Grader) missingNamespaces(name string, namespaces []string) ([]string, client.Object) {
+	missing := g.streams.Missing(name, namespaces)
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	restricted := g.namespacesLocked(name)
-	infs := g.streams[name]
-	if len(restricted) == 0 || slices.ContainsFunc(infs, func(inf informer) bool { return inf.namespace == "" }) {
-		return nil, nil
-	}
-	var missing []string
-	for _, ns := range namespaces {
-		if !slices.Contains(restricted, ns) && !slices.Contains(missing, ns) {
-			missing = append(missing, ns)
-		}
-	}
-	obj, ok := infs[0].obj.DeepCopyObject().(client.Object)
+	obj, ok := g.objs[name].(client.Object)
+	g.mu.Unlock()
 	if len(missing) == 0 || !ok {
 		return nil, nil
 	}
-	return missing, obj
+	return missing, obj.DeepCopyObject().(client.Object)
 }
 
-// configuredNamespacesLocked returns the namespaces the manager's cache
+// configuredNamespaces returns the namespaces the manager's cache
 // options restrict the kind named name to (its ByObject's, or
 // DefaultNamespaces), as ManagerOptions saw them; none for every
 // namespace, or options not seen.
-func (g *Grader) configuredNamespacesLocked(name string) []string {
+func (g *Grader) configuredNamespaces(name string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	nss := g.cacheNamespaces
 	for obj, byObject := range g.cacheByObject {
 		if len(byObject) == 0 {
@@ -475,82 +411,6 @@ func (g *Grader) configuredNamespacesLocked(name string) []string {
 		return nil
 	}
 	return nss
-}
-
-// streamNames returns every name under which the Owners may follow the
-// kind named name: the kind's own, and, where the manager's cache
-// options restrict the kind to namespaces, each namespace's
-// ([namespacedStream]). What is true of the kind as a whole (the API
-// server does not serve it) is told under each.
-func (g *Grader) streamNames(name string) []string {
-	g.mu.Lock()
-	nss := slices.Concat(g.configuredNamespacesLocked(name), g.namespacesLocked(name))
-	g.mu.Unlock()
-	slices.Sort(nss)
-	names := []string{name}
-	for _, ns := range slices.Compact(nss) {
-		names = append(names, namespacedStream(ns, name))
-	}
-	return names
-}
-
-// namespacedStream is the name under which the Owners are told the state
-// of name's informers restricted to namespace: "team-a/ConfigMap.v1".
-func namespacedStream(namespace, name string) string { return namespace + "/" + name }
-
-// namespacesLocked returns the namespaces the informers named name are
-// restricted to, in the order they were made; none for informers of every
-// namespace.
-func (g *Grader) namespacesLocked(name string) []string {
-	var nss []string
-	for _, inf := range g.streams[name] {
-		if inf.namespace != "" && !slices.Contains(nss, inf.namespace) {
-			nss = append(nss, inf.namespace)
-		}
-	}
-	return nss
-}
-
-// dependencies returns the streams an owner that depends on the kind
-// named name in namespaces (nil: every namespace) tracks: the kind's name,
-// whose state is the worst of all its informers, unless the cache
-// restricts the kind's informers to namespaces, in which case one
-// [namespacedStream] for each namespace of namespaces. A namespace with no
-// informer of its own is followed through the kind's name where an
-// informer of every namespace serves it (a cache whose DefaultNamespaces
-// include cache.AllNamespaces), and otherwise waited for: its informer is
-// not made yet (controller-runtime's cache makes a kind's informers one
-// namespace after another, each once the one before it has synced, so a
-// namespace denied from the start leaves those after it with none), or
-// the cache does not watch the kind there, and either way the owner's
-// data there is not watched. It is not the kind's worst state: another
-// namespace's denial is not this namespace's.
-func (g *Grader) dependencies(name string, namespaces []string) []string {
-	g.mu.Lock()
-	restricted := g.namespacesLocked(name)
-	everyNamespace := slices.ContainsFunc(g.streams[name], func(inf informer) bool { return inf.namespace == "" })
-	if len(g.streams[name]) == 0 {
-		// No informer yet: the cache's options say where it will make
-		// them, so that an owner follows its namespace's stream under
-		// the name it will have from the start (a stall persisted under
-		// it before a restart stands until that stream shows evidence).
-		restricted = g.configuredNamespacesLocked(name)
-	}
-	g.mu.Unlock()
-	if len(restricted) == 0 || namespaces == nil {
-		return []string{name}
-	}
-	var names []string
-	for _, ns := range namespaces {
-		n := namespacedStream(ns, name)
-		if !slices.Contains(restricted, ns) && everyNamespace {
-			n = name
-		}
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	return names
 }
 
 // stoppingInformer is an informer that tells the Grader when it has
@@ -658,52 +518,7 @@ func (g *Grader) ReadyzCheck(req *http.Request) error {
 	if g.awaitingLease() {
 		return nil
 	}
-	// Each informer the cache runs, as client-go's HasSynced says (its
-	// first list is in the cache), not as its stream's phase does: a
-	// stream is Streaming once its watch has stayed open for
-	// ShortSession, a second later.
-	var waiting []string
-	g.mu.Lock()
-	names := make([]string, 0, len(g.streams))
-	for name := range g.streams {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	var streamed []string
-	for _, name := range names {
-		running, synced := 0, 0
-		for _, inf := range g.streams[name] {
-			if inf.stopped || inf.synced == nil {
-				continue
-			}
-			running++
-			if inf.synced() {
-				synced++
-				continue
-			}
-			w := name
-			if inf.namespace != "" {
-				w = namespacedStream(inf.namespace, name)
-			}
-			if !slices.Contains(waiting, w) {
-				waiting = append(waiting, w)
-			}
-		}
-		if running > 0 && synced == running {
-			streamed = append(streamed, name)
-		}
-	}
-	g.mu.Unlock()
-	// A kind whose informers have all synced is no longer waited for
-	// (SyncCheck keeps that for good: an informer made later is waited
-	// for above).
-	for _, name := range streamed {
-		g.synced.StateChanged(wgwatch.State{Stream: name, Phase: wgwatch.PhaseStreaming})
-	}
-	if len(waiting) > 0 {
-		return fmt.Errorf("wgctrl: %w: the informers of %s have not synced", wgwatch.ErrNotSynced, strings.Join(waiting, ", "))
-	}
-	if err := g.synced.Check(req); err != nil {
+	if err := g.streams.Check(req); err != nil {
 		return fmt.Errorf("wgctrl: %w", err)
 	}
 	return nil
@@ -817,109 +632,4 @@ func (g *Grader) streamNameLocked(obj runtime.Object) (string, error) {
 
 // Streams returns the names of the informers the cache has made so far,
 // sorted.
-func (g *Grader) Streams() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	names := make([]string, 0, len(g.streams))
-	for n := range g.streams {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// knows reports whether the cache has made an informer named name.
-func (g *Grader) knows(name string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.streams[name]) > 0
-}
-
-// shownState returns the state last passed on for the informers named
-// name, if any.
-func (g *Grader) shownState(name string) (wgwatch.State, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	s, ok := g.shown[name]
-	return s, ok
-}
-
-// informerState records s, the state of the i-th informer named name, and
-// passes on to observer the worst state of the informers of that name, if
-// it changed. A cache makes one informer per representation of a kind it
-// is asked for and, restricted to namespaces, per namespace, all with the
-// kind's name: the metrics, the probe and an owner that depends on the
-// kind in every namespace see the worst of them, so that a namespace
-// whose watch is denied keeps it Stalled while another namespace's
-// recovers from a blip. The Owners are also told the worst state of the
-// informers of each namespace, as [namespacedStream]: an owner that
-// depends on the kind in some namespaces only follows those. With one
-// informer, what it publishes is passed on as it is.
-func (g *Grader) informerState(observer wgwatch.Observer, name string, i int, s wgwatch.State) {
-	g.merge.Lock()
-	defer g.merge.Unlock()
-	g.mu.Lock()
-	g.merged[name].Publish(i, s)
-	g.mu.Unlock()
-	g.passOn(observer, name, i)
-}
-
-// informerStopped forgets the state of the i-th informer named name, whose
-// Run returned (the cache's RemoveInformer, or the manager stopping): a
-// stopped informer's last stall must not keep the owners Stalled, nor its
-// never finished sync the probe failing, once another informer serves the
-// kind. What the informers still running publish is passed on to observer
-// if it changed; with none running, nothing is, and ReadyzCheck forgets
-// the name until an informer of it reports again. A stall it stopped in
-// stands until the new informer of its namespace has been live or needs a
-// human itself ([wgwatch.Merge]). Before, the new informer's start wrote
-// the stall away (a Normal) and its denial reported it again (a second
-// Warning); the operator judge found it.
-func (g *Grader) informerStopped(observer wgwatch.Observer, name string, i int) {
-	g.merge.Lock()
-	defer g.merge.Unlock()
-	g.mu.Lock()
-	g.streams[name][i].stopped = true // if its context did not end
-	running := g.merged[name].Stop(i)
-	g.mu.Unlock()
-	if !running {
-		// None runs: the probe does not wait for one that stopped.
-		g.synced.Forget(name)
-	}
-	g.passOn(observer, name, i)
-}
-
-// passOn passes on the worst state of the informers named name
-// ([wgwatch.Merge.Worst]), to observer, and of those restricted to the
-// i-th one's namespace, if any, to the Owners, each if it changed since
-// it was last passed on; nothing while none of them has published a
-// state. Callers hold merge, so that the states of two informers reach
-// the observers in the order they were merged.
-func (g *Grader) passOn(observer wgwatch.Observer, name string, i int) {
-	g.mu.Lock()
-	merged := g.merged[name]
-	changed := func(stream string, s wgwatch.State) bool {
-		if g.shown[stream] == s {
-			return false
-		}
-		g.shown[stream] = s
-		return true
-	}
-	all, ok := merged.Worst(i, true)
-	passAll := ok && changed(name, all)
-	var inNamespace wgwatch.State
-	passNamespace := false
-	if namespace := merged.Namespace(i); namespace != "" {
-		if s, ok := merged.Worst(i, false); ok {
-			s.Stream = namespacedStream(namespace, name)
-			inNamespace, passNamespace = s, changed(s.Stream, s)
-		}
-	}
-	g.mu.Unlock()
-	if passAll {
-		observer.StateChanged(all)
-	}
-	if passNamespace {
-		g.stateChanged(inNamespace)
-	}
-}
+func (g *Grader) Streams() []string { return g.streams.Names() }

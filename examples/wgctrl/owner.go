@@ -127,7 +127,7 @@ type Owner struct {
 	follows    map[types.NamespacedName][]string
 	// tracked holds every owner tracked and not forgotten.
 	tracked map[types.NamespacedName]struct{}
-	// unwatched holds, as [namespacedStream], the kinds the cache, asked
+	// unwatched holds, as [wgwatch.NamespacedStream], the kinds the cache, asked
 	// for their informers, made none of in a namespace owners follow.
 	unwatched map[string]bool
 	// gr is the owner kind's resource, once the RESTMapper has said.
@@ -383,12 +383,12 @@ func (o *Owner) track(key types.NamespacedName) {
 	var streams []string
 	stalled := map[string]bool{}
 	for _, d := range o.kinds() {
-		streams = append(streams, o.g.dependencies(d.name, namespaces)...)
+		streams = append(streams, o.g.streams.Dependencies(d.name, namespaces)...)
 		for _, ns := range namespaces {
 			if !o.isUnwatched(d.name, ns) {
 				continue
 			}
-			name := namespacedStream(ns, d.name)
+			name := wgwatch.NamespacedStream(ns, d.name)
 			stalled[name] = true
 			o.acc.SetGate(key, wgreadiness.Stalled(name, ReasonNamespaceNotWatched, fmt.Sprintf(
 				"the manager's cache watches %s in other namespaces than %s: add it to the cache's namespaces (cache.Options.DefaultNamespaces, or the kind's ByObject), or have FollowNamespaces leave it out", d.name, ns)))
@@ -396,7 +396,7 @@ func (o *Owner) track(key types.NamespacedName) {
 	}
 	o.acc.Track(key, append(streams, extra...)...)
 	for _, name := range extra {
-		if !o.g.knows(name) && !slices.Contains(o.Streams(), name) {
+		if !o.g.streams.Has(name) && !slices.Contains(o.Streams(), name) {
 			stalled[name] = true
 			o.acc.SetGate(key, wgreadiness.Stalled(name, ReasonUnknownStream, fmt.Sprintf(
 				"no informer of the manager's cache is named %q: name streams with wgctrl.StreamName, and ask the cache for the informer before Track", name)))
@@ -413,7 +413,7 @@ func (o *Owner) track(key types.NamespacedName) {
 // kind named name, made none in namespace, and still has none there.
 func (o *Owner) isUnwatched(name, namespace string) bool {
 	o.mu.Lock()
-	asked := o.unwatched[namespacedStream(namespace, name)]
+	asked := o.unwatched[wgwatch.NamespacedStream(namespace, name)]
 	o.mu.Unlock()
 	if !asked {
 		return false
@@ -759,7 +759,7 @@ func (o *Owner) follow(ctx context.Context, d dep) {
 		o.g.synced.Forget(d.name) // no informer: the probe does not wait for one
 		if !reported && o.g.clock.Since(since) >= grace {
 			reported = true
-			for _, name := range o.g.streamNames(d.name) {
+			for _, name := range o.g.streams.Aliases(d.name) {
 				o.acc.StateChanged(wgwatch.State{
 					Stream:     name,
 					Resource:   schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
@@ -774,7 +774,7 @@ func (o *Owner) follow(ctx context.Context, d dep) {
 	t := o.g.clock.NewTicker(retryEvery)
 	defer t.Stop()
 follow:
-	for !o.g.knows(d.name) {
+	for !o.g.streams.Has(d.name) {
 		served, err := o.served(d)
 		switch {
 		case err != nil:
@@ -850,7 +850,7 @@ func (o *Owner) fillNamespaces(ctx context.Context, d dep, t clock.Ticker) {
 				if unwatched, _ := o.g.missingNamespaces(d.name, missing); len(unwatched) > 0 {
 					o.mu.Lock()
 					for _, ns := range unwatched {
-						o.unwatched[namespacedStream(ns, d.name)] = true
+						o.unwatched[wgwatch.NamespacedStream(ns, d.name)] = true
 					}
 					o.mu.Unlock()
 					o.retrack(d.name)
@@ -881,7 +881,7 @@ func (o *Owner) followedNamespaces() []string {
 // stream is Starting, unless its informer has published already, whose
 // state stands.
 func (o *Owner) servedAgain(d dep) {
-	for _, name := range o.g.streamNames(d.name) {
+	for _, name := range o.g.streams.Aliases(d.name) {
 		o.acc.StateChanged(wgwatch.State{
 			Stream:   name,
 			Resource: schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
@@ -889,7 +889,7 @@ func (o *Owner) servedAgain(d dep) {
 			Reason:   wgwatch.ReasonStarting,
 			Message:  "the API server serves the kind now; its informer is starting",
 		})
-		if s, ok := o.g.shownState(name); ok {
+		if s, ok := o.g.streams.Shown(name); ok {
 			o.acc.StateChanged(s)
 		}
 	}

@@ -1,0 +1,126 @@
+package watch_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/watchgrade/watchgrade/watch"
+)
+
+// seen records the states passed on, by stream name.
+type seen struct{ got []string }
+
+func (s *seen) StateChanged(st watch.State) {
+	s.got = append(s.got, st.Stream+"="+string(st.Phase))
+}
+func (s *seen) SessionEnded(watch.SessionEnd) {}
+
+// Two namespaces' informers of one kind: the kind shows the worst of
+// them, each namespace its own, and each is passed on only when it
+// changes.
+func TestStreamsPassOnTheKindAndEachNamespace(t *testing.T) {
+	var all, ns seen
+	s := watch.Streams{Observer: &all, InNamespace: &ns}
+	a, first := s.Add("ConfigMap.v1", "team-a", nil)
+	b, _ := s.Add("ConfigMap.v1", "team-b", nil)
+	if !first {
+		t.Errorf("team-a's first informer: newNamespace = false")
+	}
+	a.StateChanged(denied)
+	b.StateChanged(live)
+	b.StateChanged(live)
+	if want := []string{"ConfigMap.v1=Blocked"}; !reflect.DeepEqual(all.got, want) {
+		t.Errorf("kind: %v, want %v", all.got, want)
+	}
+	if want := []string{"team-a/ConfigMap.v1=Blocked", "team-b/ConfigMap.v1=Streaming"}; !reflect.DeepEqual(ns.got, want) {
+		t.Errorf("namespaces: %v, want %v", ns.got, want)
+	}
+	if st, _ := s.Shown("team-b/ConfigMap.v1"); st.Phase != watch.PhaseStreaming {
+		t.Errorf("Shown(team-b) = %v, want Streaming", st.Phase)
+	}
+}
+
+// What an owner follows: the kind for an informer of every namespace, its
+// namespace's stream where the cache is restricted, the kind where an
+// informer of every namespace serves a namespace without its own, and
+// the configured namespaces before any informer exists.
+func TestStreamsDependencies(t *testing.T) {
+	var s watch.Streams
+	s.Configured = func(name string) []string { return []string{"team-a"} }
+	if got := s.Dependencies("Secret.v1", []string{"team-a"}); !reflect.DeepEqual(got, []string{"team-a/Secret.v1"}) {
+		t.Errorf("configured, no informer: %v", got)
+	}
+	s.Add("Secret.v1", "team-a", nil)
+	if got := s.Dependencies("Secret.v1", []string{"team-a", "team-b"}); !reflect.DeepEqual(got, []string{"team-a/Secret.v1", "team-b/Secret.v1"}) {
+		t.Errorf("restricted: %v", got)
+	}
+	if got := s.Missing("Secret.v1", []string{"team-a", "team-b", "team-b"}); !reflect.DeepEqual(got, []string{"team-b"}) {
+		t.Errorf("Missing: %v, want [team-b]", got)
+	}
+	if got := s.Dependencies("Secret.v1", nil); !reflect.DeepEqual(got, []string{"Secret.v1"}) {
+		t.Errorf("every namespace: %v", got)
+	}
+	s.Add("Secret.v1", "", nil)
+	if got := s.Dependencies("Secret.v1", []string{"team-a", "team-b"}); !reflect.DeepEqual(got, []string{"team-a/Secret.v1", "Secret.v1"}) {
+		t.Errorf("an informer of every namespace serves team-b: %v", got)
+	}
+	if got := s.Missing("Secret.v1", []string{"team-b"}); got != nil {
+		t.Errorf("Missing with an informer of every namespace: %v", got)
+	}
+	if got := s.Aliases("Secret.v1"); !reflect.DeepEqual(got, []string{"Secret.v1", "team-a/Secret.v1"}) {
+		t.Errorf("Aliases: %v", got)
+	}
+}
+
+// The probe waits for each informer not stopped until it has synced,
+// naming its namespace, and forgets a kind whose last informer stopped.
+func TestStreamsCheck(t *testing.T) {
+	var sync watch.SyncCheck
+	s := watch.Streams{Synced: &sync, Observer: &sync}
+	synced := false
+	a, _ := s.Add("Secret.v1", "team-a", func() bool { return synced })
+	a.StateChanged(watch.State{Stream: "Secret.v1", Phase: watch.PhaseStarting})
+	err := s.Check(nil)
+	if !errors.Is(err, watch.ErrNotSynced) || !strings.Contains(err.Error(), "team-a/Secret.v1") {
+		t.Fatalf("before the sync: %v, want ErrNotSynced naming team-a/Secret.v1", err)
+	}
+	synced = true
+	if err := s.Check(nil); err != nil {
+		t.Errorf("synced: %v", err)
+	}
+	b, _ := s.Add("ConfigMap.v1", "", func() bool { return false })
+	b.StateChanged(watch.State{Stream: "ConfigMap.v1", Phase: watch.PhaseStarting})
+	if err := s.Check(nil); err == nil {
+		t.Errorf("a new informer not synced: the probe passes")
+	}
+	b.Stopping()
+	b.Stopped()
+	if err := s.Check(nil); err != nil {
+		t.Errorf("its informer stopped: %v", err)
+	}
+}
+
+// An informer stopped in a denial and replaced: the kind stays Stalled
+// through the new one's start, and is live once it is.
+func TestStreamsReplacedInformer(t *testing.T) {
+	var all seen
+	s := watch.Streams{Observer: &all}
+	old, _ := s.Add("ConfigMap.v1", "", nil)
+	old.StateChanged(denied)
+	old.Stopped()
+	repl, newNamespace := s.Add("ConfigMap.v1", "", nil)
+	if newNamespace {
+		t.Errorf("an informer of every namespace: newNamespace = true")
+	}
+	repl.StateChanged(start)
+	repl.StateChanged(live)
+	if want := []string{"ConfigMap.v1=Blocked", "ConfigMap.v1=Streaming"}; !reflect.DeepEqual(all.got, want) {
+		t.Errorf("passed on %v, want %v", all.got, want)
+	}
+	repl.SessionEnded(watch.SessionEnd{Stage: watch.StageStream})
+	if repl.Opened() != 1 || old.Opened() != 0 {
+		t.Errorf("Opened: replacement %d, old %d; want 1, 0", repl.Opened(), old.Opened())
+	}
+}
