@@ -85,6 +85,11 @@ type process struct {
 	streamed  []bool
 
 	streams []*wgwatch.Stream // the Streams, kept when run again
+	// merged are the informers of each informer stream, as wgctrl's
+	// Grader keeps a cache's: every informer run (two at once where the
+	// stream's spec says so, one replacing another on a rerun) reports to
+	// it, and what it passes on is the stream's state.
+	merged []*wgwatch.Streams
 	// resumed marks the Streams started from a persisted cursor.
 	resumed []bool
 }
@@ -131,6 +136,7 @@ func newProcess(w *world, id int) *process {
 	p.states, p.views, p.ends = make([][]stampedState, n), make([][]viewMark, n), make([][]judgekit.Ended, n)
 	p.mirrors, p.infs = make([]map[string]string, n), make([]cache.SharedIndexInformer, n)
 	p.streams, p.runners, p.resumed = make([]*wgwatch.Stream, n), make([]*runner, n), make([]bool, n)
+	p.merged = make([]*wgwatch.Streams, n)
 	p.streamed = make([]bool, n)
 	if !w.h.standby {
 		p.workersAt = p.start
@@ -603,26 +609,43 @@ func (p *process) startRunner(i int) *runner {
 	ctx, cancel := context.WithCancel(p.ctx)
 	r.cancel = cancel
 	if s.spec.informer {
-		ilw, err := wgwatch.Instrument(s.srv, wgwatch.InstrumentOptions{Resource: s.gr, Name: s.name, Observer: p.observer(i), Policy: p.w.h.policy})
-		if err != nil {
-			p.w.t.Fatal(err)
+		if p.merged[i] == nil {
+			p.merged[i] = &wgwatch.Streams{Observer: p.observer(i)}
 		}
-		r.inf = cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{})
-		mark := func(any) {
+		observer := p.observer(i)
+		var running sync.WaitGroup
+		for k := range max(1, s.spec.informers) {
+			member, _ := p.merged[i].Add(s.name, "", nil)
+			ilw, err := wgwatch.Instrument(s.srv, wgwatch.InstrumentOptions{Resource: s.gr, Name: s.name,
+				Observer: wgwatch.Observers(member, wgwatch.ObserverFuncs{SessionEndedFunc: observer.SessionEnded}), Policy: p.w.h.policy})
+			if err != nil {
+				p.w.t.Fatal(err)
+			}
+			// A second informer of the kind, as a cache makes one per
+			// representation it is asked for (typed, metadata-only).
+			inf := cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{})
+			member.SetSynced(inf.HasSynced)
+			running.Go(func() { inf.RunWithContext(ctx); member.Stopped() })
+			if k > 0 {
+				continue
+			}
+			r.inf = inf
+			mark := func(any) {
+				p.w.mu.Lock()
+				defer p.w.mu.Unlock()
+				p.markViewLocked(i)
+			}
+			if _, err := r.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc: mark, UpdateFunc: func(_, o any) { mark(o) }, DeleteFunc: mark,
+			}); err != nil {
+				p.w.t.Fatal(err)
+			}
 			p.w.mu.Lock()
-			defer p.w.mu.Unlock()
+			p.infs[i] = r.inf
 			p.markViewLocked(i)
+			p.w.mu.Unlock()
 		}
-		if _, err := r.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: mark, UpdateFunc: func(_, o any) { mark(o) }, DeleteFunc: mark,
-		}); err != nil {
-			p.w.t.Fatal(err)
-		}
-		p.w.mu.Lock()
-		p.infs[i] = r.inf
-		p.markViewLocked(i)
-		p.w.mu.Unlock()
-		go func() { r.inf.RunWithContext(ctx); close(r.done) }()
+		go func() { running.Wait(); close(r.done) }()
 		return r
 	}
 	if p.streams[i] == nil {

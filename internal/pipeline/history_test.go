@@ -75,6 +75,9 @@ type step struct {
 // consumed.
 type streamSpec struct {
 	informer bool
+	// informers is how many informers of the stream run at once (one
+	// when 0), merged by watch.Streams as wgctrl merges a cache's.
+	informers int
 	server   watchtest.ServerOptions
 	opts     wgwatch.StreamOptions
 	// snapshotDelay is how long the consumer takes over each snapshot (a
@@ -183,7 +186,7 @@ func (h history) String() string {
 		}
 		kind := "stream"
 		if s.informer {
-			kind = "informer"
+			kind = fmt.Sprintf("informer(%d)", max(1, s.informers))
 		}
 		fmt.Fprintf(&b, "%s:{Expiry:%s DisableWatchCache:%v Bookmarks:%v CacheSize:%d DisableWatchList:%v SnapshotDelay:%v}",
 			kind, s.server.Expiry, s.server.DisableWatchCache, s.server.BookmarkInterval, s.server.WatchCacheSize, s.opts.DisableWatchList, s.snapshotDelay)
@@ -269,6 +272,9 @@ func generate(seed uint64, c *chooser) history {
 			s.server.WatchCacheWindow = c.LogDuration(time.Second, 2*time.Minute)
 		}
 		s.opts.DisableWatchList = c.Intn(4) == 0
+		if s.informer && c.Intn(2) == 0 {
+			s.informers = 2
+		}
 		if !s.informer && c.Intn(3) == 0 {
 			// Past ReplayGrace sometimes, so that a replay is published,
 			// short of the handler stall's TransientGrace.

@@ -205,8 +205,10 @@ type failure struct {
 	since      time.Time
 	n          int // failures so far
 	// stalled is the message the gate was stalled with, frozen; empty
-	// while it is progressing.
-	stalled string
+	// while it is progressing. terminal is true when a terminal error
+	// stalled it: a later failure that is retried takes that back.
+	stalled  string
+	terminal bool
 }
 
 // New returns a Writer, or an error naming what Options lack.
@@ -424,7 +426,13 @@ func (w *Writer) gate(key types.NamespacedName, generation int64, err error) {
 		f = failure{generation: generation, since: now}
 	}
 	f.n++
+	if f.terminal && !IsTerminal(err) {
+		// Run again (a spec change, a child's event) and failing in a way
+		// that is retried: in progress again, not a human's to fix.
+		f.stalled, f.terminal = "", false
+	}
 	if f.stalled == "" {
+		f.terminal = IsTerminal(err)
 		switch {
 		case IsTerminal(err):
 			f.stalled = fmt.Sprintf("the reconcile of generation %d failed and will not be retried: %s", generation, firstLine(err))

