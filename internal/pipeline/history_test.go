@@ -78,8 +78,8 @@ type streamSpec struct {
 	// informers is how many informers of the stream run at once (one
 	// when 0), merged by watch.Streams as wgctrl merges a cache's.
 	informers int
-	server   watchtest.ServerOptions
-	opts     wgwatch.StreamOptions
+	server    watchtest.ServerOptions
+	opts      wgwatch.StreamOptions
 	// snapshotDelay is how long the consumer takes over each snapshot (a
 	// replay's objects: a large collection, a slow cache fill), 0 for
 	// none. A Stream's only.
