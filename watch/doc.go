@@ -294,7 +294,15 @@
 // Where several informers serve one stream (one per namespace, or an
 // informer removed and made again), [Merge] gives the state the stream
 // shows: the worst of those that run, with a stopped informer's stall
-// standing until its namespace's new informer is live.
+// standing until its namespace's new informer is live. [Streams] keeps a
+// process's informers by stream name and namespace over Merge: it passes
+// on each name's state and each namespace's ([NamespacedStream]), says
+// which streams an owner that depends on a kind in some namespaces
+// follows ([Streams.Dependencies]) and which of those namespaces no
+// informer serves ([Streams.Missing]), and answers a readiness probe from
+// the informers' HasSynced ([Streams.Check]). wgctrl's Grader keeps a
+// controller-runtime cache's informers in one; a client-go process with
+// several informers of a kind uses it the same way.
 //
 // # Observers
 //

@@ -131,10 +131,10 @@
 // answers itself, empty, without sending it: client-go's request metrics
 // count it as one successful request. The metrics and the probe still know
 // the kind by its one name, with the worst state among its informers (the
-// core's rule, [wgwatch.Merge], as for an informer removed and made
-// again); but
-// each owner depends on the kind only in the namespaces it follows (Ready's
-// message names them: "team-b/ConfigMap.v1"): a namespaced owner its own, a cluster-scoped one every
+// core's rule, [wgwatch.Streams], as for an informer removed and made
+// again); but each owner depends on the kind only in the namespaces it
+// follows ([wgwatch.Streams.Dependencies]; Ready's message names them:
+// "team-b/ConfigMap.v1"): a namespaced owner its own, a cluster-scoped one every
 // namespace of the cache, unless its Reconcile says otherwise with
 // [Owner.FollowNamespaces] (a cluster-scoped TenantQuota that counts team-a's
 // ConfigMaps follows team-a). So RBAC denied in team-b makes the owners
