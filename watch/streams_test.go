@@ -2,6 +2,7 @@ package watch_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -123,4 +124,29 @@ func TestStreamsReplacedInformer(t *testing.T) {
 	if repl.Opened() != 1 || old.Opened() != 0 {
 		t.Errorf("Opened: replacement %d, old %d; want 1, 0", repl.Opened(), old.Opened())
 	}
+}
+
+// A cache restricted to two namespaces runs an informer of ConfigMaps in
+// each. RBAC denies team-b: the kind shows the denial, team-a's owners
+// follow team-a's informer only, and stay unaffected.
+func ExampleStreams() {
+	show := func(who string) watch.Observer {
+		return watch.ObserverFuncs{StateChangedFunc: func(s watch.State) {
+			fmt.Printf("%s: %s %s\n", who, s.Stream, s.Phase)
+		}}
+	}
+	s := watch.Streams{Observer: show("metrics"), InNamespace: show("owners")}
+	a, _ := s.Add("ConfigMap.v1", "team-a", nil)
+	b, _ := s.Add("ConfigMap.v1", "team-b", nil)
+	a.StateChanged(watch.State{Stream: "ConfigMap.v1", Phase: watch.PhaseStreaming})
+	b.StateChanged(watch.State{Stream: "ConfigMap.v1", Phase: watch.PhaseBlocked, Reason: watch.ReasonForbidden, NeedsHuman: true})
+	fmt.Println("a team-a owner follows", s.Dependencies("ConfigMap.v1", []string{"team-a"}))
+	fmt.Println("a team-c owner waits on", s.Missing("ConfigMap.v1", []string{"team-c"}))
+	// Output:
+	// metrics: ConfigMap.v1 Streaming
+	// owners: team-a/ConfigMap.v1 Streaming
+	// metrics: ConfigMap.v1 Blocked
+	// owners: team-b/ConfigMap.v1 Blocked
+	// a team-a owner follows [team-a/ConfigMap.v1]
+	// a team-c owner waits on [team-c]
 }

@@ -207,6 +207,15 @@ func (l *life) genAt(t time.Duration) genMark {
 	return g
 }
 
+// unwritableAt reports whether t is in a span in which no status write
+// could land (up to RetryMax after the writes are back).
+func (l *life) unwritableAt(t time.Duration) bool {
+	if l.unwritable == nil {
+		return false
+	}
+	return slices.ContainsFunc(*l.unwritable, func(d downSpan) bool { return t >= d.from && (d.to < 0 || t < d.to) })
+}
+
 // findStored returns the first instant in [from, to) at which the stored
 // conditions satisfy bad, or -1.
 func (l *life) findStored(from, to time.Duration, bad func(conds []metav1.Condition, observed int64) bool) time.Duration {
@@ -816,13 +825,32 @@ func judgeQuiet(v *verdict, w *world, end time.Duration) {
 				continue
 			}
 			for _, l := range w.lives {
-				if settled(w, l, r) && !slowConsumer(w, l.genAt(r).streams) {
+				if settled(w, l, r) && !slowConsumer(w, l.genAt(r).streams) && !faultAt(w, l.genAt(r).streams, r) {
 					v.quietChecked[3]++
 					quietWrites(v, l, r, min(r+quietAfter, end), fmt.Sprintf("apiserver restart at %v", r))
 				}
 			}
 		}
 	}
+}
+
+// faultAt reports whether a fault on a stream of streams is on at t: a
+// Ready owner over it has not seen it yet (a handler that fails on the
+// next event of a stream with none to deliver), and the restart's relist
+// is where it shows, which is the fault's news, not the restart's (seed
+// 5556).
+func faultAt(w *world, streams int, t time.Duration) bool {
+	for i, s := range w.servers {
+		if streams&(1<<i) == 0 {
+			continue
+		}
+		for _, iv := range s.intervals {
+			if iv.trouble() && iv.start <= t && (iv.end < 0 || iv.end > t) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // slowConsumer reports whether a stream of streams has a consumer that
@@ -956,6 +984,10 @@ func judgeEpisodes(v *verdict, w *world, end time.Duration) {
 		}
 		// At the horizon every fault ends: the window is over.
 		to := min(ep.end, end, w.h.horizon)
+		// A fault that persists past the progress deadline within the
+		// window stalls by the deadline: that is the fault's news too
+		// (seed 5821).
+		unseen = unseen || ep.start+w.h.deadline() < to
 		what := fmt.Sprintf("controller restart at %v over %s (back at %v)", ep.stop, ep.desc, ep.start)
 		for _, l := range w.lives {
 			if l.created > ep.stop-ep.before || (l.deleted >= 0 && l.deleted < ep.end) {
@@ -1090,6 +1122,9 @@ func judgeHeldStall(v *verdict, w *world, lw lifeWindow) {
 		}
 		if proc != p.id && t < p.start+hold+eps {
 			continue // held over the restart
+		}
+		if l.unwritableAt(t) {
+			continue // no write could take it back (seed 10694)
 		}
 		v.add(&v.heldTooLong, "%s %s: Stalled=True at %v with no gate stalled (written by process %d; process %d started %v)",
 			l.key, l.uid, t, proc, p.id, p.start)
