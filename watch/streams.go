@@ -2,6 +2,7 @@ package watch
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -209,12 +210,7 @@ func (s *Streams) passOn(name string, i int) {
 func (s *Streams) Names() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.names))
-	for n := range s.names {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(s.names))
 }
 
 // Has reports whether an informer of name was added.
@@ -361,12 +357,7 @@ func (s *Streams) Aliases(name string) []string {
 func (s *Streams) Check(req *http.Request) error {
 	var waiting, streamed []string
 	s.mu.Lock()
-	names := make([]string, 0, len(s.names))
-	for name := range s.names {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(s.names)) {
 		running, synced := 0, 0
 		for _, inf := range s.names[name].infs {
 			if inf.stopped || inf.synced == nil {
