@@ -359,7 +359,8 @@ func TestTimerTicksTheFold(t *testing.T) {
 // TestOneWayToTheObserver checks that the package tells an Observer of a
 // state or an ending in one place, the publisher's step, and that only it
 // steps the fold: every State a Stream or an instrumented informer
-// publishes is the fold's.
+// publishes is the fold's, and Streams passes on only states its
+// informers published.
 func TestOneWayToTheObserver(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -400,8 +401,9 @@ func TestOneWayToTheObserver(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		// The publisher's step; the fan-out passes on what it is told.
-		"StateChanged": {"fanOut.StateChanged", "publisher.stepLocked"},
+		// The publisher's step; the fan-out passes on what it is told,
+		// and Streams the worst of what its informers published.
+		"StateChanged": {"Streams.passOn", "Streams.passOn", "fanOut.StateChanged", "publisher.stepLocked"},
 		"SessionEnded": {"fanOut.SessionEnded", "publisher.stepLocked"},
 		"step":         {"publisher.stepLocked"},
 	}

@@ -383,7 +383,7 @@ func (s *Streams) Check(req *http.Request) error {
 	s.mu.Unlock()
 	if s.Synced != nil {
 		for _, name := range streamed {
-			s.Synced.StateChanged(State{Stream: name, Phase: PhaseStreaming})
+			s.Synced.markSynced(name)
 		}
 	}
 	if len(waiting) > 0 {

@@ -48,6 +48,19 @@ func (c *SyncCheck) StateChanged(s State) {
 	}
 }
 
+// markSynced records that stream has synced, for good, as a Streaming
+// state does: [Streams.Check] tells it of a name whose informers have all
+// synced (their HasSynced), which is no state of the stream's.
+func (c *SyncCheck) markSynced(stream string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.synced == nil {
+		c.waiting, c.synced = map[string]bool{}, map[string]bool{}
+	}
+	c.synced[stream] = true
+	delete(c.waiting, stream)
+}
+
 // Expect names streams the probe waits for before they have reported: a
 // process that knows which streams it will run (the informers its
 // controllers watch) is not ready before they exist, and each counts as
