@@ -150,3 +150,10 @@ func ExampleStreams() {
 	// a team-a owner follows [team-a/ConfigMap.v1]
 	// a team-c owner waits on [team-c]
 }
+
+// The name under which the owners of one namespace follow a kind whose
+// informers the cache restricts to namespaces.
+func ExampleNamespacedStream() {
+	fmt.Println(watch.NamespacedStream("team-a", "ConfigMap.v1"))
+	// Output: team-a/ConfigMap.v1
+}
