@@ -181,6 +181,21 @@
 // monitoring kit (examples/monitoring) queries; this package offers no
 // prefix option.
 //
+// # What is wgctrl's, and what is the core's
+//
+// The rules are the root module's, where the judges play them:
+// wgstatus.Writer decides and writes the status, stands by, and tracks
+// what each owner depends on (kinds by namespace, unknown streams,
+// namespaces not watched, kinds not served); wgwatch.Streams merges the
+// informers of a kind and holds the probe's rule. wgctrl is wiring of
+// what only controller-runtime needs: the manager's hooks
+// (ManagerOptions: the cache's informers and the reflectors' logger),
+// the Builder that says the watched kinds once, the Requeue source into
+// the controller's workqueue, Status's mapping of the step's outcome onto
+// a reconcile.Result, the RESTMapper's and the cache's answers (served
+// kinds, the namespaces a restricted cache makes informers in), and the
+// lease on a leader-elected replica.
+//
 // # Testing a reconciler
 //
 // Package github.com/watchgrade/watchgrade/examples/wgctrl/wgctrltest runs

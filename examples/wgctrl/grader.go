@@ -347,7 +347,7 @@ func (g *Grader) newInformerIn(build func(toolscache.ListerWatcher, runtime.Obje
 		// Owners that depend on the kind in this namespace follow its
 		// informer from now on.
 		for _, o := range owners {
-			o.retrack(name)
+			o.status.Retrack(name)
 		}
 	}
 	observer := g.Observer()

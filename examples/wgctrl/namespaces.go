@@ -168,23 +168,3 @@ func (o *Owner) namespaces(key types.NamespacedName) []string {
 	}
 	return nil
 }
-
-// retrack tracks again every owner object that depends on the kind named
-// name: the cache made its informer of a namespace it had none of.
-func (o *Owner) retrack(name string) {
-	if !slices.Contains(o.Streams(), name) {
-		return
-	}
-	o.mu.Lock()
-	keys := make([]types.NamespacedName, 0, len(o.tracked))
-	for k := range o.tracked {
-		keys = append(keys, k)
-	}
-	o.mu.Unlock()
-	// In order: the owners whose verdicts move are queued as they are
-	// tracked again, and a test that replays a history wants one order.
-	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
-	for _, k := range keys {
-		o.track(k)
-	}
-}

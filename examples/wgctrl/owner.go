@@ -37,17 +37,14 @@ import (
 // ReasonUnknownStream is the reason of the Stalled gate an owner gets for a
 // stream passed to [Owner.Track] that no informer of the manager's cache is
 // named after: a name that does not follow [StreamName], or an informer not
-// asked for before Track. Without it the owner would wait, Reconciling, for
-// a stream that never reports.
-const ReasonUnknownStream = "UnknownStream"
+// asked for before Track ([wgstatus.ReasonUnknownStream]).
+const ReasonUnknownStream = wgstatus.ReasonUnknownStream
 
 // ReasonNamespaceNotWatched is the reason of the Stalled gate an owner
 // gets for a namespace it follows ([Owner.FollowNamespaces]) in which the
 // manager's cache, restricted to namespaces, watches a kind the owner
-// depends on in none: the cache was asked for the kind's informers and
-// made none there. Without it the owner would wait, Reconciling, on data
-// nobody watches.
-const ReasonNamespaceNotWatched = "NamespaceNotWatched"
+// depends on in none ([wgstatus.ReasonNamespaceNotWatched]).
+const ReasonNamespaceNotWatched = wgstatus.ReasonNamespaceNotWatched
 
 // retryEvery is how often the standby writer asks again for an informer
 // the cache cannot make yet (a kind the API server does not serve).
@@ -125,11 +122,6 @@ type Owner struct {
 	// returned for each owner, sorted, when not none.
 	followFunc func(client.Object) []string
 	follows    map[types.NamespacedName][]string
-	// tracked holds every owner tracked and not forgotten.
-	tracked map[types.NamespacedName]struct{}
-	// unwatched holds, as [wgwatch.NamespacedStream], the kinds the cache, asked
-	// for their informers, made none of in a namespace owners follow.
-	unwatched map[string]bool
 	// gr is the owner kind's resource, once the RESTMapper has said.
 	gr schema.GroupResource
 }
@@ -219,12 +211,10 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 			}
 			return co, nil
 		},
-		cfg:       cfg,
-		log:       g.log.WithValues("owner", gvk.Kind),
-		extra:     map[types.NamespacedName][]string{},
-		follows:   map[types.NamespacedName][]string{},
-		tracked:   map[types.NamespacedName]struct{}{},
-		unwatched: map[string]bool{},
+		cfg:     cfg,
+		log:     g.log.WithValues("owner", gvk.Kind),
+		extra:   map[types.NamespacedName][]string{},
+		follows: map[types.NamespacedName][]string{},
 	}
 	if err := o.watch(deps...); err != nil {
 		return nil, err
@@ -240,7 +230,7 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 	o.status, err = wgstatus.New(wgstatus.Options{
 		Accumulator: o.acc, Update: o.updateStatus, Get: o.getLive,
 		Events: o.events, FirstReady: sightings{o}, ProgressDeadline: g.opts.Policy.ProgressDeadline,
-		Clock: g.clock, Logger: o.log,
+		Clock: g.clock, Logger: o.log, Streams: &g.streams, HumanGrace: max(g.opts.Policy.HumanGrace, 0),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("wgctrl: %w", err)
@@ -372,54 +362,14 @@ func (o *Owner) Track(key types.NamespacedName, streams ...string) {
 	o.track(key)
 }
 
-// track tells the accumulator which streams key depends on, and gates the
-// names no informer has.
+// track tells the status step what key depends on: the watched kinds in
+// the namespaces it follows, and its Track streams.
 func (o *Owner) track(key types.NamespacedName) {
 	namespaces := o.namespaces(key)
 	o.mu.Lock()
 	extra := o.extra[key]
-	o.tracked[key] = struct{}{}
 	o.mu.Unlock()
-	var streams []string
-	stalled := map[string]bool{}
-	for _, d := range o.kinds() {
-		streams = append(streams, o.g.streams.Dependencies(d.name, namespaces)...)
-		for _, ns := range namespaces {
-			if !o.isUnwatched(d.name, ns) {
-				continue
-			}
-			name := wgwatch.NamespacedStream(ns, d.name)
-			stalled[name] = true
-			o.acc.SetGate(key, wgreadiness.Stalled(name, ReasonNamespaceNotWatched, fmt.Sprintf(
-				"the manager's cache watches %s in other namespaces than %s: add it to the cache's namespaces (cache.Options.DefaultNamespaces, or the kind's ByObject), or have FollowNamespaces leave it out", d.name, ns)))
-		}
-	}
-	o.acc.Track(key, append(streams, extra...)...)
-	for _, name := range extra {
-		if !o.g.streams.Has(name) && !slices.Contains(o.Streams(), name) {
-			stalled[name] = true
-			o.acc.SetGate(key, wgreadiness.Stalled(name, ReasonUnknownStream, fmt.Sprintf(
-				"no informer of the manager's cache is named %q: name streams with wgctrl.StreamName, and ask the cache for the informer before Track", name)))
-		}
-	}
-	for _, gate := range o.acc.Gates(key) {
-		if !gate.Stream && (gate.Reason == ReasonUnknownStream || gate.Reason == ReasonNamespaceNotWatched) && !stalled[gate.Name] {
-			o.acc.RemoveGate(key, gate.Name)
-		}
-	}
-}
-
-// isUnwatched reports whether the cache, asked for the informers of the
-// kind named name, made none in namespace, and still has none there.
-func (o *Owner) isUnwatched(name, namespace string) bool {
-	o.mu.Lock()
-	asked := o.unwatched[wgwatch.NamespacedStream(namespace, name)]
-	o.mu.Unlock()
-	if !asked {
-		return false
-	}
-	missing, _ := o.g.missingNamespaces(name, []string{namespace})
-	return len(missing) > 0
+	o.status.Track(key, wgstatus.Dependencies{Kinds: o.Streams(), Namespaces: namespaces, Streams: extra})
 }
 
 // Status is the last step of Reconcile, deferred so that it runs whatever
@@ -748,28 +698,11 @@ func (o *Owner) followOwners(ctx context.Context) {
 // stream as Blocked, reason ResourceNotFound, needing a human, once it has
 // not been served for Policy.HumanGrace, and as Starting again once it is.
 func (o *Owner) follow(ctx context.Context, d dep) {
-	grace := o.g.opts.Policy.HumanGrace
-	if grace <= 0 {
-		grace = wgwatch.DefaultHumanGrace
-	}
-	since := o.g.clock.Now()
+	gr := schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind}
 	var servedSince time.Time // zero while the kind is not served
-	reported := false
 	notServed := func() {
 		o.g.synced.Forget(d.name) // no informer: the probe does not wait for one
-		if !reported && o.g.clock.Since(since) >= grace {
-			reported = true
-			for _, name := range o.g.streams.Aliases(d.name) {
-				o.acc.StateChanged(wgwatch.State{
-					Stream:     name,
-					Resource:   schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
-					Phase:      wgwatch.PhaseBlocked,
-					Reason:     wgwatch.ReasonResourceNotFound,
-					Message:    fmt.Sprintf("the API server does not serve %s: install its CustomResourceDefinition", d.gvk.GroupKind()),
-					NeedsHuman: true,
-				})
-			}
-		}
+		o.status.NotServed(d.name, gr)
 	}
 	t := o.g.clock.NewTicker(retryEvery)
 	defer t.Stop()
@@ -786,10 +719,7 @@ follow:
 			if servedSince.IsZero() {
 				servedSince = o.g.clock.Now()
 			}
-			if reported {
-				reported = false
-				o.servedAgain(d)
-			}
+			o.status.Served(d.name, gr)
 			if o.g.clock.Since(servedSince) >= settle {
 				_, err := o.cfg.Informers.GetInformer(ctx, d.obj, cache.BlockUntilSynced(false))
 				if err == nil {
@@ -806,9 +736,7 @@ follow:
 		case <-t.C():
 		}
 	}
-	if reported {
-		o.servedAgain(d)
-	}
+	o.status.Served(d.name, gr)
 	o.fillNamespaces(ctx, d, t)
 }
 
@@ -835,7 +763,7 @@ func (o *Owner) fillNamespaces(ctx context.Context, d dep, t clock.Ticker) {
 			return
 		case <-t.C():
 		}
-		missing, obj := o.g.missingNamespaces(d.name, o.followedNamespaces())
+		missing, obj := o.g.missingNamespaces(d.name, o.status.TrackedNamespaces())
 		missing = slices.DeleteFunc(missing, func(ns string) bool { return asked[ns] })
 		if len(missing) > 0 {
 			if _, err := o.cfg.Informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
@@ -848,49 +776,9 @@ func (o *Owner) fillNamespaces(ctx context.Context, d dep, t clock.Ticker) {
 				// The cache makes an informer as it is asked for: a
 				// namespace still without one is one it does not watch.
 				if unwatched, _ := o.g.missingNamespaces(d.name, missing); len(unwatched) > 0 {
-					o.mu.Lock()
-					for _, ns := range unwatched {
-						o.unwatched[wgwatch.NamespacedStream(ns, d.name)] = true
-					}
-					o.mu.Unlock()
-					o.retrack(d.name)
+					o.status.NotWatched(d.name, unwatched...)
 				}
 			}
-		}
-	}
-}
-
-// followedNamespaces returns the namespaces that the owners tracked
-// follow, sorted; none for an owner that follows every namespace.
-func (o *Owner) followedNamespaces() []string {
-	o.mu.Lock()
-	keys := make([]types.NamespacedName, 0, len(o.tracked))
-	for k := range o.tracked {
-		keys = append(keys, k)
-	}
-	o.mu.Unlock()
-	var nss []string
-	for _, k := range keys {
-		nss = append(nss, o.namespaces(k)...)
-	}
-	slices.Sort(nss)
-	return slices.Compact(nss)
-}
-
-// servedAgain takes back the report that d's kind is not served: its
-// stream is Starting, unless its informer has published already, whose
-// state stands.
-func (o *Owner) servedAgain(d dep) {
-	for _, name := range o.g.streams.Aliases(d.name) {
-		o.acc.StateChanged(wgwatch.State{
-			Stream:   name,
-			Resource: schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
-			Phase:    wgwatch.PhaseStarting,
-			Reason:   wgwatch.ReasonStarting,
-			Message:  "the API server serves the kind now; its informer is starting",
-		})
-		if s, ok := o.g.streams.Shown(name); ok {
-			o.acc.StateChanged(s)
 		}
 	}
 }
@@ -960,7 +848,6 @@ func (o *Owner) forget(key types.NamespacedName, uid types.UID) {
 	o.mu.Lock()
 	delete(o.extra, key)
 	delete(o.follows, key)
-	delete(o.tracked, key)
 	o.mu.Unlock()
 }
 

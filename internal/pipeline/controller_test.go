@@ -302,10 +302,10 @@ func (p *process) ownerEvent(o *ownerObj, deleted bool) {
 func (p *process) follow(o *ownerObj, workers bool) {
 	key := types.NamespacedName{Namespace: o.meta.Namespace, Name: o.meta.Name}
 	if !workers {
-		p.acc.Track(key, streamNames(o.streams&p.w.h.kinds, len(p.w.servers))...)
+		p.status.Track(key, wgstatus.Dependencies{Kinds: streamNames(o.streams&p.w.h.kinds, len(p.w.servers))})
 		return
 	}
-	p.acc.Track(key, streamNames(o.streams, len(p.w.servers))...)
+	p.status.Track(key, wgstatus.Dependencies{Kinds: streamNames(o.streams, len(p.w.servers))})
 	var idx int
 	for i := range p.w.h.owners {
 		if ownerKey(i) == key {

@@ -87,6 +87,25 @@
 // an error naming the fix. A cancelled context (the controller stopping)
 // is nothing to report.
 //
+// # What an owner depends on
+//
+// [Writer.Track] says which streams an owner's verdict follows: the kinds
+// it depends on ([Dependencies.Kinds], stream names such as
+// "ConfigMap.v1") in the namespaces it depends on them in, through the
+// process's informers ([Options.Streams], a [watch.Streams]): the kind's
+// worst state, or each namespace's own where the cache is restricted to
+// namespaces; and further streams by name. What nothing watches is a
+// Stalled gate, not a Reconciling that never ends: a stream name no
+// informer has ([ReasonUnknownStream]), a namespace the cache made no
+// informer of the kind in ([Writer.NotWatched],
+// [ReasonNamespaceNotWatched]), and a kind the API server does not serve
+// once it has not been served for [Options.HumanGrace]
+// ([Writer.NotServed]: its stream Blocked under every name an owner
+// follows it by, [watch.ReasonResourceNotFound], until [Writer.Served]).
+// [Writer.Forget] forgets a deleted owner everywhere, what it depends on
+// included; [Writer.TrackedNamespaces] says which namespaces the owners
+// tracked need informers in.
+//
 // # The standby writer
 //
 // While a controller's workers wait (its caches syncing, its lease not

@@ -170,6 +170,14 @@ type Options struct {
 	// Logger logs, once, that the API server drops
 	// status.observedGeneration. Defaults to logr.Discard.
 	Logger logr.Logger
+	// Streams is the process's informers by stream name: [Writer.Track]
+	// follows an owner's kinds through it, and gates a stream that none
+	// of its informers is named after. Optional: without it, Track
+	// follows each kind's name as it is, and no name is unknown.
+	Streams *watch.Streams
+	// HumanGrace is how long a kind may go unserved before
+	// [Writer.NotServed] reports it. Defaults to watch.DefaultHumanGrace.
+	HumanGrace time.Duration
 }
 
 // Writer is the status step of one owner kind. It is safe for concurrent
@@ -189,6 +197,16 @@ type Writer struct {
 	reconciling bool
 	// troubled holds, by owner, its streak of transient trouble (Retry).
 	troubled map[types.NamespacedName]trouble
+	// streams is Options.Streams, or an empty one.
+	streams *watch.Streams
+	// deps holds what each owner tracked depends on (Track).
+	deps map[types.NamespacedName]Dependencies
+	// notWatched holds, as watch.NamespacedStream, the kinds the cache
+	// made no informer of in a namespace (NotWatched).
+	notWatched map[string]bool
+	// notServed holds, by kind, since when it is not served; the zero
+	// time once reported.
+	notServed map[string]time.Time
 }
 
 // trouble is an owner's streak of transient failures: since the first,
@@ -223,6 +241,9 @@ func New(opts Options) (*Writer, error) {
 	if opts.ProgressDeadline < 0 {
 		errs = append(errs, fmt.Errorf("Options.ProgressDeadline %s is negative", opts.ProgressDeadline))
 	}
+	if opts.HumanGrace < 0 {
+		errs = append(errs, fmt.Errorf("Options.HumanGrace %s is negative", opts.HumanGrace))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("watchgrade/readiness/status: invalid options: %w", err)
 	}
@@ -235,7 +256,21 @@ func New(opts Options) (*Writer, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	return &Writer{opts: opts, failing: make(map[types.NamespacedName]failure), troubled: make(map[types.NamespacedName]trouble)}, nil
+	if opts.HumanGrace == 0 {
+		opts.HumanGrace = watch.DefaultHumanGrace
+	}
+	streams := opts.Streams
+	if streams == nil {
+		streams = &watch.Streams{}
+	}
+	return &Writer{
+		opts: opts, streams: streams,
+		failing:    make(map[types.NamespacedName]failure),
+		troubled:   make(map[types.NamespacedName]trouble),
+		deps:       make(map[types.NamespacedName]Dependencies),
+		notWatched: make(map[string]bool),
+		notServed:  make(map[string]time.Time),
+	}, nil
 }
 
 // Write is the status step at the end of a Reconcile of obj (the owner as
@@ -373,8 +408,8 @@ func (w *Writer) ReadFailed(ctx context.Context, key types.NamespacedName, err e
 }
 
 // Forget forgets a deleted owner everywhere: its streams and gates in the
-// Accumulator, its time-to-first-Ready claim, its failures. Call it from
-// the owner informer's delete handler.
+// Accumulator, what it depends on ([Writer.Track]), its time-to-first-Ready
+// claim, its failures. Call it from the owner informer's delete handler.
 func (w *Writer) Forget(key types.NamespacedName, uid types.UID) {
 	w.opts.Accumulator.RemoveOwner(key)
 	if w.opts.FirstReady != nil && uid != "" {
@@ -383,6 +418,7 @@ func (w *Writer) Forget(key types.NamespacedName, uid types.UID) {
 	w.mu.Lock()
 	delete(w.failing, key)
 	delete(w.troubled, key)
+	delete(w.deps, key)
 	w.mu.Unlock()
 }
 

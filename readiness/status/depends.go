@@ -1,0 +1,240 @@
+package status
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/watchgrade/watchgrade/readiness"
+	"github.com/watchgrade/watchgrade/watch"
+)
+
+// Reasons of the Stalled gates [Writer.Track] sets on an owner for what
+// it depends on that nothing watches.
+const (
+	// ReasonUnknownStream: a stream in [Dependencies.Streams] that no
+	// informer of [Options.Streams] is named after (a name that does not
+	// follow the kind's stream name, or an informer not made before
+	// Track). Without the gate the owner would wait, Reconciling, for a
+	// stream that never reports.
+	ReasonUnknownStream = "UnknownStream"
+	// ReasonNamespaceNotWatched: a namespace the owner depends on a kind
+	// in, where the cache, asked for the kind's informers, made none
+	// ([Writer.NotWatched]): it watches the kind in other namespaces.
+	// Without the gate the owner would wait, Reconciling, on data nobody
+	// watches.
+	ReasonNamespaceNotWatched = "NamespaceNotWatched"
+)
+
+// Dependencies are what one owner depends on, for [Writer.Track].
+type Dependencies struct {
+	// Kinds are the stream names of the kinds the owner depends on (its
+	// controller's watched kinds, "ConfigMap.v1"), followed in Namespaces
+	// through [watch.Streams.Dependencies]: the kind's worst state, or
+	// each namespace's own where the cache is restricted to namespaces.
+	Kinds []string
+	// Namespaces are the namespaces the owner depends on the Kinds in;
+	// none: every namespace.
+	Namespaces []string
+	// Streams are further stream names the owner depends on as they are
+	// (an informer made per owner, say). With [Options.Streams] set, one
+	// that no informer has and that is not one of Kinds is a Stalled gate,
+	// [ReasonUnknownStream]: make the informer before Track.
+	Streams []string
+}
+
+// Track sets what the owner key depends on: the streams its verdict
+// follows, and a Stalled gate for each dependency nothing watches
+// ([ReasonUnknownStream], [ReasonNamespaceNotWatched]), taken back once
+// it is watched or no longer depended on. Call it whenever the owner is
+// seen (its informer's add and update, and each Reconcile before the
+// status step): it changes nothing when nothing changed. [Writer.Forget]
+// forgets it.
+func (w *Writer) Track(key types.NamespacedName, d Dependencies) {
+	d = Dependencies{Kinds: slices.Clone(d.Kinds), Namespaces: slices.Clone(d.Namespaces), Streams: slices.Clone(d.Streams)}
+	slices.Sort(d.Namespaces)
+	d.Namespaces = slices.Compact(d.Namespaces)
+	w.mu.Lock()
+	w.deps[key] = d
+	w.mu.Unlock()
+	w.track(key, d)
+}
+
+// track tells the accumulator the streams key depends on, and gates what
+// nothing watches.
+func (w *Writer) track(key types.NamespacedName, d Dependencies) {
+	acc := w.opts.Accumulator
+	var streams []string
+	stalled := map[string]bool{}
+	for _, kind := range d.Kinds {
+		streams = append(streams, w.streams.Dependencies(kind, nilIfEmpty(d.Namespaces))...)
+		for _, ns := range d.Namespaces {
+			if !w.isNotWatched(kind, ns) {
+				continue
+			}
+			name := watch.NamespacedStream(ns, kind)
+			stalled[name] = true
+			acc.SetGate(key, readiness.Stalled(name, ReasonNamespaceNotWatched, fmt.Sprintf(
+				"nothing watches %s in namespace %s: the cache watches it in other namespaces only; add %s to the cache's namespaces, or depend on %s in the cache's namespaces only", kind, ns, ns, kind)))
+		}
+	}
+	acc.Track(key, append(streams, d.Streams...)...)
+	if w.opts.Streams != nil {
+		for _, name := range d.Streams {
+			if !w.streams.Has(name) && !slices.Contains(d.Kinds, name) {
+				stalled[name] = true
+				acc.SetGate(key, readiness.Stalled(name, ReasonUnknownStream, fmt.Sprintf(
+					"no informer is named %q: name a stream after its kind (Kind.version.group), and make its informer before tracking it", name)))
+			}
+		}
+	}
+	for _, gate := range acc.Gates(key) {
+		if !gate.Stream && (gate.Reason == ReasonUnknownStream || gate.Reason == ReasonNamespaceNotWatched) && !stalled[gate.Name] {
+			acc.RemoveGate(key, gate.Name)
+		}
+	}
+}
+
+// nilIfEmpty is nss, or nil (every namespace) when it has none.
+func nilIfEmpty(nss []string) []string {
+	if len(nss) == 0 {
+		return nil
+	}
+	return nss
+}
+
+// isNotWatched reports whether the cache, asked for the informers of kind
+// in namespace, made none ([Writer.NotWatched]), and still has none there.
+func (w *Writer) isNotWatched(kind, namespace string) bool {
+	w.mu.Lock()
+	asked := w.notWatched[watch.NamespacedStream(namespace, kind)]
+	w.mu.Unlock()
+	return asked && len(w.streams.Missing(kind, []string{namespace})) > 0
+}
+
+// NotWatched records that the cache, asked for the informers of kind in
+// namespaces, made none there (a cache restricted to other namespaces),
+// and tracks again every owner that depends on kind: those that depend on
+// it in one of namespaces get a Stalled gate, [ReasonNamespaceNotWatched],
+// for as long as no informer of kind serves the namespace.
+func (w *Writer) NotWatched(kind string, namespaces ...string) {
+	w.mu.Lock()
+	for _, ns := range namespaces {
+		w.notWatched[watch.NamespacedStream(ns, kind)] = true
+	}
+	w.mu.Unlock()
+	w.Retrack(kind)
+}
+
+// Retrack tracks again every owner that depends on kind, with the
+// dependencies its last Track gave: call it when an informer of kind is
+// made in a namespace it had none in, so that the owners that depend on
+// the kind there follow it from then on.
+func (w *Writer) Retrack(kind string) {
+	w.retrack(func(d Dependencies) bool { return slices.Contains(d.Kinds, kind) })
+}
+
+// retrack tracks again, in key order, every owner tracked whose
+// dependencies match: a test that replays a history wants one order of
+// the verdicts that move.
+func (w *Writer) retrack(match func(Dependencies) bool) {
+	w.mu.Lock()
+	var keys []types.NamespacedName
+	for k, d := range w.deps {
+		if match(d) {
+			keys = append(keys, k)
+		}
+	}
+	w.mu.Unlock()
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	for _, k := range keys {
+		w.mu.Lock()
+		d, ok := w.deps[k]
+		w.mu.Unlock()
+		if ok {
+			w.track(k, d)
+		}
+	}
+}
+
+// TrackedNamespaces returns the namespaces the owners tracked depend on
+// kinds in, sorted: those to make the kinds' informers in, in a cache
+// restricted to namespaces. An owner that depends on every namespace adds
+// none.
+func (w *Writer) TrackedNamespaces() []string {
+	w.mu.Lock()
+	var nss []string
+	for _, d := range w.deps {
+		nss = append(nss, d.Namespaces...)
+	}
+	w.mu.Unlock()
+	slices.Sort(nss)
+	return slices.Compact(nss)
+}
+
+// NotServed tells the writer that the API server does not serve kind (a
+// stream name; its CustomResourceDefinition is not installed), whose
+// resource is resource: there is no stream to grade, and its informers
+// wait. Call it each time the kind is found not served. Once it has not
+// been served for [Options.HumanGrace], the kind's stream, under every
+// name an owner may follow it by ([watch.Streams.Aliases]), is Blocked,
+// reason [watch.ReasonResourceNotFound], needing a human: every owner that
+// depends on it is Stalled, as its informers would have it if they could
+// run. [Writer.Served] takes it back.
+func (w *Writer) NotServed(kind string, resource schema.GroupResource) {
+	now := w.opts.Clock.Now()
+	w.mu.Lock()
+	since, seen := w.notServed[kind]
+	if !seen {
+		w.notServed[kind] = now
+		since = now
+	}
+	report := !since.IsZero() && now.Sub(since) >= w.opts.HumanGrace
+	if report {
+		w.notServed[kind] = time.Time{} // reported
+	}
+	w.mu.Unlock()
+	if !report {
+		return
+	}
+	for _, name := range w.streams.Aliases(kind) {
+		w.opts.Accumulator.StateChanged(watch.State{
+			Stream:     name,
+			Resource:   resource,
+			Phase:      watch.PhaseBlocked,
+			Reason:     watch.ReasonResourceNotFound,
+			Message:    fmt.Sprintf("the API server does not serve %s: install its CustomResourceDefinition", resource),
+			NeedsHuman: true,
+		})
+	}
+}
+
+// Served tells the writer that the API server serves kind (again): a
+// report of [Writer.NotServed] is taken back, the kind's stream Starting
+// under every name, unless its informers have published a state of
+// their own, which stands.
+func (w *Writer) Served(kind string, resource schema.GroupResource) {
+	w.mu.Lock()
+	since, seen := w.notServed[kind]
+	delete(w.notServed, kind)
+	w.mu.Unlock()
+	if !seen || !since.IsZero() {
+		return // never reported
+	}
+	for _, name := range w.streams.Aliases(kind) {
+		w.opts.Accumulator.StateChanged(watch.State{
+			Stream:   name,
+			Resource: resource,
+			Phase:    watch.PhaseStarting,
+			Reason:   watch.ReasonStarting,
+			Message:  "the API server serves the kind now; its informer is starting",
+		})
+		if s, ok := w.streams.Shown(name); ok {
+			w.opts.Accumulator.StateChanged(s)
+		}
+	}
+}
