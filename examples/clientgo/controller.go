@@ -315,7 +315,7 @@ func (c *Controller) sync(ctx context.Context, changed *types.NamespacedName) {
 		}
 		// Track replaces the target's set of streams; a target naming no
 		// resource rolls up as Reconciling with reason NoGates.
-		c.acc.Track(key, names...)
+		c.status.Track(key, wgstatus.Dependencies{Streams: names})
 		if changed == nil || *changed == key {
 			c.queue.Add(key)
 		}
@@ -357,7 +357,7 @@ func (c *Controller) follow(t *watchtarget.WatchTarget) {
 			c.startLocked(names[i], r.GVR(), t.Namespace)
 		}
 	}
-	c.acc.Track(types.NamespacedName{Namespace: t.Namespace, Name: t.Name}, names...)
+	c.status.Track(types.NamespacedName{Namespace: t.Namespace, Name: t.Name}, wgstatus.Dependencies{Streams: names})
 }
 
 // startLocked starts a graded stream of gvr in namespace, feeding a mirror.

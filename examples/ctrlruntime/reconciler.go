@@ -227,7 +227,7 @@ func (r *Reconciler) follow(ctx context.Context, key types.NamespacedName, t *wa
 	}
 	// Track replaces the target's set of streams; a target naming no
 	// resource rolls up as Reconciling with reason NoGates.
-	acc.Track(key, streams...)
+	r.status.Track(key, wgstatus.Dependencies{Streams: streams})
 
 	since := r.failing(key, failing, now)
 	var retry time.Duration

@@ -113,7 +113,7 @@ func run(ctx context.Context) error {
 	}
 	owner := &Shop{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "main", Generation: 1}}
 	ownerKey := types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}
-	acc.Track(ownerKey, "configmaps") // the owner depends on that stream
+	status.Track(ownerKey, wgstatus.Dependencies{Streams: []string{"configmaps"}}) // depends on it
 
 	// In the owner's reconcile: your own readiness is a gate, then one call
 	// decides, writes the trio and observedGeneration, and records the Event.
