@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 )
 
 // A cache restricted to namespaces (cache.Options.DefaultNamespaces, or a
@@ -131,40 +132,21 @@ func (o *Owner) FollowNamespaces(f func(owner client.Object) []string) {
 	o.mu.Unlock()
 }
 
-// followed records the namespaces obj's owner follows, as FollowNamespaces'
-// function tells, and reports whether they changed.
-func (o *Owner) followed(obj client.Object) bool {
+// dependencies returns what owner depends on: the watched kinds in the
+// namespaces FollowNamespaces' function says (its own namespace when it
+// says none, every namespace for a cluster-scoped owner), and the streams
+// Track gave it.
+func (o *Owner) dependencies(owner metav1.Object) wgstatus.Dependencies {
+	key := types.NamespacedName{Namespace: owner.GetNamespace(), Name: owner.GetName()}
 	o.mu.Lock()
-	f := o.followFunc
+	f, extra := o.followFunc, o.extra[key]
 	o.mu.Unlock()
-	if f == nil {
-		return false
+	var nss []string
+	if co, ok := owner.(client.Object); ok && f != nil {
+		nss = f(co)
 	}
-	nss := slices.Clone(f(obj))
-	slices.Sort(nss)
-	nss = slices.Compact(nss)
-	key := client.ObjectKeyFromObject(obj)
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	before, had := o.follows[key]
-	if len(nss) == 0 {
-		delete(o.follows, key)
-		return had
+	if len(nss) == 0 && key.Namespace != "" {
+		nss = []string{key.Namespace}
 	}
-	o.follows[key] = nss
-	return !had || !slices.Equal(before, nss)
-}
-
-// namespaces returns the namespaces in which key depends on the watched
-// kinds (FollowNamespaces): nil for every namespace.
-func (o *Owner) namespaces(key types.NamespacedName) []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if nss, ok := o.follows[key]; ok {
-		return nss
-	}
-	if key.Namespace != "" {
-		return []string{key.Namespace}
-	}
-	return nil
+	return wgstatus.Dependencies{Kinds: o.Streams(), Namespaces: nss, Streams: extra}
 }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -118,10 +117,8 @@ type Owner struct {
 	reconciled bool
 	// extra holds the streams each owner tracks beyond the kinds'.
 	extra map[types.NamespacedName][]string
-	// followFunc is FollowNamespaces' function; follows holds what it
-	// returned for each owner, sorted, when not none.
+	// followFunc is FollowNamespaces' function.
 	followFunc func(client.Object) []string
-	follows    map[types.NamespacedName][]string
 	// gr is the owner kind's resource, once the RESTMapper has said.
 	gr schema.GroupResource
 }
@@ -211,10 +208,9 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 			}
 			return co, nil
 		},
-		cfg:     cfg,
-		log:     g.log.WithValues("owner", gvk.Kind),
-		extra:   map[types.NamespacedName][]string{},
-		follows: map[types.NamespacedName][]string{},
+		cfg:   cfg,
+		log:   g.log.WithValues("owner", gvk.Kind),
+		extra: map[types.NamespacedName][]string{},
 	}
 	if err := o.watch(deps...); err != nil {
 		return nil, err
@@ -359,17 +355,13 @@ func (o *Owner) Track(key types.NamespacedName, streams ...string) {
 		o.extra[key] = slices.Clone(streams)
 	}
 	o.mu.Unlock()
-	o.track(key)
-}
-
-// track tells the status step what key depends on: the watched kinds in
-// the namespaces it follows, and its Track streams.
-func (o *Owner) track(key types.NamespacedName) {
-	namespaces := o.namespaces(key)
-	o.mu.Lock()
-	extra := o.extra[key]
-	o.mu.Unlock()
-	o.status.Track(key, wgstatus.Dependencies{Kinds: o.Streams(), Namespaces: namespaces, Streams: extra})
+	d, ok := o.status.Tracked(key)
+	if !ok {
+		meta := &metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}
+		d = o.dependencies(meta)
+	}
+	d.Streams = slices.Clone(streams)
+	o.status.Track(key, d)
 }
 
 // Status is the last step of Reconcile, deferred so that it runs whatever
@@ -409,8 +401,7 @@ func (o *Owner) Status(ctx context.Context, obj client.Object, res reconcile.Res
 	o.reconciled = true
 	o.mu.Unlock()
 	key := client.ObjectKeyFromObject(obj)
-	o.followed(obj)
-	o.track(key)
+	o.status.Track(key, o.dependencies(obj))
 	u, cerr := o.unstructured(obj)
 	if cerr != nil {
 		return res, errors.Join(err, cerr)
@@ -535,13 +526,6 @@ func (s sightings) ObserveConditions(_ schema.GroupResource, obj metav1.Object, 
 
 func (s sightings) Delete(uid types.UID) { s.o.g.firstReady.Delete(uid) }
 
-// sightAny feeds time-to-first-Ready an object of the owner informer's.
-func (o *Owner) sightAny(x any) {
-	if ro, ok := x.(runtime.Object); ok {
-		o.status.Sight(ro)
-	}
-}
-
 // resource is the owner kind's resource, the metrics' label: from the
 // RESTMapper, or the kind's when it cannot say.
 func (o *Owner) resource() schema.GroupResource {
@@ -636,50 +620,11 @@ func (o *Owner) followOwners(ctx context.Context) {
 	if !ok {
 		return
 	}
-	key := func(x any) (types.NamespacedName, bool) {
-		if d, ok := x.(toolscache.DeletedFinalStateUnknown); ok {
-			x = d.Obj
-		}
-		m, err := meta.Accessor(x)
-		if err != nil {
-			return types.NamespacedName{}, false
-		}
-		return types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}, true
-	}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(x any) {
-			o.sightAny(x)
-			if co, ok := x.(client.Object); ok {
-				o.followed(co)
-			}
-			if k, ok := key(x); ok {
-				o.track(k)
-				o.changed(k)
-			}
-		},
-		UpdateFunc: func(before, after any) {
-			o.sightAny(after)
-			if co, ok := after.(client.Object); ok && o.followed(co) {
-				o.track(client.ObjectKeyFromObject(co))
-				o.changed(client.ObjectKeyFromObject(co))
-			}
-			b, errB := meta.Accessor(before)
-			a, errA := meta.Accessor(after)
-			if errA == nil && errB == nil && a.GetGeneration() != b.GetGeneration() {
-				if k, ok := key(after); ok {
-					o.changed(k)
-				}
-			}
-		},
-		DeleteFunc: func(x any) {
-			if d, ok := x.(toolscache.DeletedFinalStateUnknown); ok {
-				x = d.Obj
-			}
-			if m, err := meta.Accessor(x); err == nil {
-				o.forget(types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}, m.GetUID())
-			}
-		},
-	})
+	_, err = inf.AddEventHandler(o.status.OwnerHandler(wgstatus.OwnerEvents{
+		Dependencies: o.dependencies,
+		Changed:      o.changed,
+		Deleted:      o.forgetExtra,
+	}))
 	if err != nil {
 		o.log.Error(err, "cannot follow the owner kind")
 	}
@@ -845,9 +790,13 @@ func (o *Owner) informerError(obj client.Object, err error, notServed func()) {
 // streams, its time-to-first-Ready claim), and its tracked extras.
 func (o *Owner) forget(key types.NamespacedName, uid types.UID) {
 	o.status.Forget(key, uid)
+	o.forgetExtra(key)
+}
+
+// forgetExtra drops the streams key's owner tracked beyond the kinds'.
+func (o *Owner) forgetExtra(key types.NamespacedName) {
 	o.mu.Lock()
 	delete(o.extra, key)
-	delete(o.follows, key)
 	o.mu.Unlock()
 }
 

@@ -6,8 +6,12 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/watchgrade/watchgrade/readiness"
 	"github.com/watchgrade/watchgrade/watch"
@@ -237,4 +241,109 @@ func (w *Writer) Served(kind string, resource schema.GroupResource) {
 			w.opts.Accumulator.StateChanged(s)
 		}
 	}
+}
+
+// OwnerEvents configures [Writer.OwnerHandler].
+type OwnerEvents struct {
+	// Dependencies returns what owner depends on, for [Writer.Track].
+	// Required.
+	Dependencies func(owner metav1.Object) Dependencies
+	// Changed is told each owner to reconcile: one added, one whose
+	// dependencies changed, one with a new generation. It must not block
+	// (queue the key). Optional.
+	Changed func(key types.NamespacedName)
+	// Deleted is told each owner deleted, once the writer has forgotten
+	// it ([Writer.Forget]): forget what you keep of it. Optional.
+	Deleted func(key types.NamespacedName)
+}
+
+// OwnerHandler returns the handler of the owner kind's informer: the
+// owner's lifecycle as the status step follows it. Each owner added or
+// updated is sighted for time-to-first-Ready and its first outcome
+// ([Writer.Sight]: one that became Ready while no Reconcile ran is still
+// seen once) and tracked ([Writer.Track]) when what it depends on
+// changed; each one deleted is forgotten everywhere ([Writer.Forget]),
+// its time-to-first-Ready claim included. An object the handler cannot
+// read metadata of is left alone.
+func (w *Writer) OwnerHandler(e OwnerEvents) toolscache.ResourceEventHandler {
+	changed := func(key types.NamespacedName) {
+		if e.Changed != nil {
+			e.Changed(key)
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(x any) {
+			m, ok := w.seen(x)
+			if !ok {
+				return
+			}
+			key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+			w.Track(key, e.Dependencies(m))
+			changed(key)
+		},
+		UpdateFunc: func(before, after any) {
+			m, ok := w.seen(after)
+			if !ok {
+				return
+			}
+			key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+			d := e.Dependencies(m)
+			w.mu.Lock()
+			prev, tracked := w.deps[key]
+			w.mu.Unlock()
+			moved := !tracked || !sameDependencies(prev, d)
+			if moved {
+				w.Track(key, d)
+			}
+			if b, err := meta.Accessor(before); moved || (err == nil && b.GetGeneration() != m.GetGeneration()) {
+				changed(key)
+			}
+		},
+		DeleteFunc: func(x any) {
+			if d, ok := x.(toolscache.DeletedFinalStateUnknown); ok {
+				x = d.Obj
+			}
+			m, err := meta.Accessor(x)
+			if err != nil {
+				return
+			}
+			key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+			w.Forget(key, m.GetUID())
+			if e.Deleted != nil {
+				e.Deleted(key)
+			}
+		},
+	}
+}
+
+// seen sights x, an owner of the informer, and returns its metadata.
+func (w *Writer) seen(x any) (metav1.Object, bool) {
+	m, err := meta.Accessor(x)
+	if err != nil {
+		return nil, false
+	}
+	if ro, ok := x.(runtime.Object); ok {
+		w.Sight(ro)
+	}
+	return m, true
+}
+
+// sameDependencies reports whether a, as Track stored it, is what b
+// says.
+func sameDependencies(a, b Dependencies) bool {
+	nss := slices.Clone(b.Namespaces)
+	slices.Sort(nss)
+	return slices.Equal(a.Kinds, b.Kinds) && slices.Equal(a.Namespaces, slices.Compact(nss)) && slices.Equal(a.Streams, b.Streams)
+}
+
+// Tracked returns what key depends on as its last [Writer.Track] said,
+// if it is tracked and not forgotten.
+func (w *Writer) Tracked(key types.NamespacedName) (Dependencies, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d, ok := w.deps[key]
+	if !ok {
+		return Dependencies{}, false
+	}
+	return Dependencies{Kinds: slices.Clone(d.Kinds), Namespaces: slices.Clone(d.Namespaces), Streams: slices.Clone(d.Streams)}, true
 }

@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
@@ -147,4 +150,47 @@ func TestNotServedIsReportedAfterTheGraceAndTakenBack(t *testing.T) {
 	if stalled() {
 		t.Error("stalled at once when the kind went unserved again, want after the grace")
 	}
+}
+
+func TestOwnerHandlerFollowsTheLifecycle(t *testing.T) {
+	f := newDependsFixture(t, nil)
+	var changed, deleted []types.NamespacedName
+	follow := map[string][]string{"db": {"shop"}}
+	h := f.w.OwnerHandler(wgstatus.OwnerEvents{
+		Dependencies: func(o metav1.Object) wgstatus.Dependencies {
+			return wgstatus.Dependencies{Kinds: []string{kind}, Namespaces: follow[o.GetName()]}
+		},
+		Changed: func(k types.NamespacedName) { changed = append(changed, k) },
+		Deleted: func(k types.NamespacedName) { deleted = append(deleted, k) },
+	})
+	owner := func(generation int64) *unstructured.Unstructured {
+		u := newServer(generation).read()
+		u.SetUID("uid-1")
+		return u
+	}
+	h.OnAdd(owner(1), true)
+	if d, ok := f.w.Tracked(key); !ok || !slices.Equal(d.Namespaces, []string{"shop"}) || !slices.Equal(d.Kinds, []string{kind}) {
+		t.Fatalf("Tracked after add = %+v, %v", d, ok)
+	}
+	h.OnUpdate(owner(1), owner(1)) // a resync: nothing moved
+	if len(changed) != 1 {
+		t.Errorf("changed %v after an add and a resync, want the add only", changed)
+	}
+	h.OnUpdate(owner(1), owner(2))
+	if len(changed) != 2 {
+		t.Errorf("changed %v after a new generation, want it queued", changed)
+	}
+	follow["db"] = []string{"team-a", "shop"}
+	h.OnUpdate(owner(2), owner(2))
+	if d, _ := f.w.Tracked(key); !slices.Equal(d.Namespaces, []string{"shop", "team-a"}) || len(changed) != 3 {
+		t.Errorf("after its namespaces changed: Tracked = %+v, changed %v; want both namespaces, queued", d, changed)
+	}
+	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: key.String(), Obj: owner(2)})
+	if _, ok := f.w.Tracked(key); ok || !slices.Equal(deleted, []types.NamespacedName{key}) {
+		t.Errorf("after a delete (a tombstone): still tracked %v, deleted %v", ok, deleted)
+	}
+	if g := f.acc.Gates(key); len(g) != 0 {
+		t.Errorf("gates after a delete = %+v, want none (forgotten)", g)
+	}
+	h.OnAdd("not an object", false) // left alone, no panic
 }

@@ -104,7 +104,17 @@
 // follows it by, [watch.ReasonResourceNotFound], until [Writer.Served]).
 // [Writer.Forget] forgets a deleted owner everywhere, what it depends on
 // included; [Writer.TrackedNamespaces] says which namespaces the owners
-// tracked need informers in.
+// tracked need informers in. [Writer.OwnerHandler] is the owner
+// informer's handler that does all of it: each owner sighted, tracked
+// when what it depends on changed, queued when that or its generation
+// changed, forgotten when deleted:
+//
+//	owners.AddEventHandler(status.OwnerHandler(wgstatus.OwnerEvents{
+//		Dependencies: func(o metav1.Object) wgstatus.Dependencies {
+//			return wgstatus.Dependencies{Kinds: []string{"ConfigMap.v1"}, Namespaces: []string{o.GetNamespace()}}
+//		},
+//		Changed: queue.Add,
+//	}))
 //
 // # The standby writer
 //
