@@ -106,15 +106,12 @@ type Owner struct {
 	log    logr.Logger
 
 	mu sync.Mutex
-	// standby is the standby writer's queue while Start runs.
-	standby workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// started is true once Start runs.
+	started bool
 	// queue is the controller's workqueue, once its sources start;
 	// requeueMade is true once Requeue has made the source that sets it.
 	queue       workqueue.TypedRateLimitingInterface[reconcile.Request]
 	requeueMade bool
-	// reconciled is true once Status has been called: the controller's
-	// workers run, and the standby writer stands down for good.
-	reconciled bool
 	// extra holds the streams each owner tracks beyond the kinds'.
 	extra map[types.NamespacedName][]string
 	// followFunc is FollowNamespaces' function.
@@ -256,7 +253,7 @@ func (o *Owner) watch(kinds ...client.Object) error {
 		}
 		o.mu.Lock()
 		switch {
-		case o.standby != nil:
+		case o.started:
 			o.mu.Unlock()
 			return fmt.Errorf("wgctrl: %s watched after the manager started: build the %s controller before mgr.Start", name, o.gvk.Kind)
 		case !slices.ContainsFunc(o.deps, func(x dep) bool { return x.name == name }):
@@ -397,9 +394,6 @@ func (o *Owner) Status(ctx context.Context, obj client.Object, res reconcile.Res
 	if o == nil {
 		return res, err
 	}
-	o.mu.Lock()
-	o.reconciled = true
-	o.mu.Unlock()
 	key := client.ObjectKeyFromObject(obj)
 	o.status.Track(key, o.dependencies(obj))
 	u, cerr := o.unstructured(obj)
@@ -549,14 +543,12 @@ func (o *Owner) resource() schema.GroupResource {
 // writer. It never blocks.
 func (o *Owner) changed(key types.NamespacedName) {
 	o.mu.Lock()
-	q, standby, reconciled := o.queue, o.standby, o.reconciled
+	q := o.queue
 	o.mu.Unlock()
 	if q != nil {
 		q.Add(reconcile.Request{NamespacedName: key})
 	}
-	if standby != nil && !reconciled {
-		standby.Add(key)
-	}
+	o.status.QueueStandby(key)
 }
 
 // Start runs the standby writer until ctx is done; the manager calls it
@@ -575,14 +567,12 @@ func (o *Owner) Start(ctx context.Context) error {
 	if o.cfg.Informers == nil {
 		return errors.New("wgctrl: Owner.Start needs OwnerConfig.Informers")
 	}
-	standby := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]())
 	o.mu.Lock()
-	if o.standby != nil {
+	if o.started {
 		o.mu.Unlock()
-		standby.ShutDown()
 		return errors.New("wgctrl: Owner.Start called twice")
 	}
-	o.standby = standby
+	o.started = true
 	requeued := o.requeueMade
 	o.mu.Unlock()
 	if !requeued {
@@ -590,15 +580,11 @@ func (o *Owner) Start(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer standby.ShutDown()
 	wg.Go(func() { o.followOwners(ctx) })
 	for _, d := range o.kinds() {
 		wg.Go(func() { o.follow(ctx, d) })
 	}
-	wg.Go(func() {
-		for o.writeNext(ctx, standby) {
-		}
-	})
+	wg.Go(func() { _ = o.status.RunStandby(ctx, o.readOwner) })
 	<-ctx.Done()
 	return nil
 }
@@ -809,59 +795,17 @@ func (o *Owner) kindOf(obj client.Object) string {
 	return fmt.Sprintf("%T", obj)
 }
 
-// writeNext writes the next owner of the standby queue, if the controller's
-// workers do not run yet. It returns false once the queue has shut down.
-func (o *Owner) writeNext(ctx context.Context, standby workqueue.TypedRateLimitingInterface[types.NamespacedName]) bool {
-	key, shutdown := standby.Get()
-	if shutdown {
-		return false
-	}
-	defer standby.Done(key)
-	o.mu.Lock()
-	reconciled := o.reconciled
-	o.mu.Unlock()
-	if reconciled {
-		standby.Forget(key)
-		return true
-	}
+// readOwner reads key's owner from the client (the manager's cache) for
+// the standby writer.
+func (o *Owner) readOwner(ctx context.Context, key types.NamespacedName) (runtime.Object, error) {
 	obj, err := o.newObj()
-	if err == nil {
-		err = o.cfg.Client.Get(ctx, key, obj)
+	if err != nil {
+		return nil, err
 	}
-	var u *unstructured.Unstructured
-	if err == nil {
-		u, err = o.unstructured(obj)
+	if err := o.cfg.Client.Get(ctx, key, obj); err != nil {
+		return nil, err
 	}
-	if err == nil {
-		out := o.status.Standby(ctx, u)
-		switch out.Outcome {
-		case wgstatus.Conflict:
-			err = apierrors.NewConflict(o.resource(), key.Name, errors.New("the status write kept conflicting"))
-		case wgstatus.Unavailable:
-			// Retried at most RetryMax apart, so that the write follows
-			// the API server's return within a minute, however long it
-			// was away (the queue's own backoff doubles to 1000 s).
-			o.log.V(1).Info("the API server did not take the standby status write; retrying", "name", key, "after", out.RequeueAfter, "err", out.Retry.Error())
-			standby.Forget(key)
-			standby.AddAfter(key, out.RequeueAfter)
-			return true
-		case wgstatus.Failed:
-			err = out.Err
-		case wgstatus.Cancelled:
-			return true
-		}
-	}
-	switch {
-	case err == nil, apierrors.IsNotFound(err):
-		standby.Forget(key)
-	case ctx.Err() != nil:
-	default:
-		if !apierrors.IsConflict(err) {
-			o.log.Error(err, "standby status write failed; retrying", "name", key)
-		}
-		standby.AddRateLimited(key)
-	}
-	return true
+	return o.unstructured(obj)
 }
 
 // toUnstructured returns obj as the JSON-compatible map a status write is

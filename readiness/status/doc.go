@@ -122,5 +122,9 @@
 // yet held), [Writer.Standby] writes only what must not wait for them
 // ([readiness.Accumulator.ApplyStandby]), and for the generation an
 // earlier process observed, never one no Reconcile handled. It stands down
-// at the first Write: from then on the Reconcile writes.
+// at the first Write: from then on the Reconcile writes. [Writer.RunStandby]
+// runs it, over a queue of its own that [Writer.QueueStandby] feeds (from
+// the accumulator's OnChange and the owner informer's handler): the API
+// server away is retried within the step's backoff, quietly, and a key
+// queued before it runs waits for it.
 package status

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/watchgrade/watchgrade/events"
@@ -207,6 +208,12 @@ type Writer struct {
 	// notServed holds, by kind, since when it is not served; the zero
 	// time once reported.
 	notServed map[string]time.Time
+	// standby is the standby writer's queue once RunStandby runs;
+	// pending holds the keys queued before it; standbyEnded is set once
+	// it has ended.
+	standby      workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	pending      map[types.NamespacedName]struct{}
+	standbyEnded bool
 }
 
 // trouble is an owner's streak of transient failures: since the first,
@@ -270,6 +277,7 @@ func New(opts Options) (*Writer, error) {
 		deps:       make(map[types.NamespacedName]Dependencies),
 		notWatched: make(map[string]bool),
 		notServed:  make(map[string]time.Time),
+		pending:    make(map[types.NamespacedName]struct{}),
 	}, nil
 }
 
@@ -419,6 +427,7 @@ func (w *Writer) Forget(key types.NamespacedName, uid types.UID) {
 	delete(w.failing, key)
 	delete(w.troubled, key)
 	delete(w.deps, key)
+	delete(w.pending, key)
 	w.mu.Unlock()
 }
 
