@@ -62,6 +62,8 @@ func (w *Writer) Track(key types.NamespacedName, d Dependencies) {
 	d = Dependencies{Kinds: slices.Clone(d.Kinds), Namespaces: slices.Clone(d.Namespaces), Streams: slices.Clone(d.Streams)}
 	slices.Sort(d.Namespaces)
 	d.Namespaces = slices.Compact(d.Namespaces)
+	w.tracking.Lock()
+	defer w.tracking.Unlock()
 	w.mu.Lock()
 	w.deps[key] = d
 	w.mu.Unlock()
@@ -69,7 +71,8 @@ func (w *Writer) Track(key types.NamespacedName, d Dependencies) {
 }
 
 // track tells the accumulator the streams key depends on, and gates what
-// nothing watches.
+// nothing watches. The caller holds w.tracking, so that what the
+// accumulator tracks is what w.deps holds.
 func (w *Writer) track(key types.NamespacedName, d Dependencies) {
 	acc := w.opts.Accumulator
 	var streams []string
@@ -155,6 +158,8 @@ func (w *Writer) retrack(match func(Dependencies) bool) {
 	}
 	w.mu.Unlock()
 	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	w.tracking.Lock()
+	defer w.tracking.Unlock()
 	for _, k := range keys {
 		w.mu.Lock()
 		d, ok := w.deps[k]
@@ -246,7 +251,8 @@ func (w *Writer) Served(kind string, resource schema.GroupResource) {
 // OwnerEvents configures [Writer.OwnerHandler].
 type OwnerEvents struct {
 	// Dependencies returns what owner depends on, for [Writer.Track].
-	// Required.
+	// Nil: nothing (the owner is Reconciling, NoGates, but for gates of
+	// your own).
 	Dependencies func(owner metav1.Object) Dependencies
 	// Changed is told each owner to reconcile: one added, one whose
 	// dependencies changed, one with a new generation. It must not block
@@ -266,6 +272,9 @@ type OwnerEvents struct {
 // its time-to-first-Ready claim included. An object the handler cannot
 // read metadata of is left alone.
 func (w *Writer) OwnerHandler(e OwnerEvents) toolscache.ResourceEventHandler {
+	if e.Dependencies == nil {
+		e.Dependencies = func(metav1.Object) Dependencies { return Dependencies{} }
+	}
 	changed := func(key types.NamespacedName) {
 		if e.Changed != nil {
 			e.Changed(key)

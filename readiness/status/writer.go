@@ -200,6 +200,9 @@ type Writer struct {
 	troubled map[types.NamespacedName]trouble
 	// streams is Options.Streams, or an empty one.
 	streams *watch.Streams
+	// tracking serialises Track and Retrack, so that what the
+	// accumulator tracks of an owner is what deps holds.
+	tracking sync.Mutex
 	// deps holds what each owner tracked depends on (Track).
 	deps map[types.NamespacedName]Dependencies
 	// notWatched holds, as watch.NamespacedStream, the kinds the cache
@@ -419,6 +422,8 @@ func (w *Writer) ReadFailed(ctx context.Context, key types.NamespacedName, err e
 // Accumulator, what it depends on ([Writer.Track]), its time-to-first-Ready
 // claim, its failures. Call it from the owner informer's delete handler.
 func (w *Writer) Forget(key types.NamespacedName, uid types.UID) {
+	w.tracking.Lock()
+	defer w.tracking.Unlock()
 	w.opts.Accumulator.RemoveOwner(key)
 	if w.opts.FirstReady != nil && uid != "" {
 		w.opts.FirstReady.Delete(uid)
