@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Streams keeps the informers of one process by stream name, and answers
@@ -72,6 +74,26 @@ type informerRecord struct {
 	stopped bool
 	// opened counts its sessions that ended after their watch opened.
 	opened int
+}
+
+// StreamName is the stream name of the informers of gvk's kind: the
+// kind, its version and its group, dot-separated as kubectl accepts them
+// ("ConfigMap.v1", "Deployment.v1.apps", "Guestbook.v1.webapp.example.com").
+// It is made from the kind alone, so a kind whose CRD is not installed yet
+// has its name too; a controller that knows a resource rather than a kind
+// (a GroupVersionResource from a spec, say) names it after the kind its
+// RESTMapper maps the resource to (RESTMapper.KindFor). Every informer of
+// a kind carries the one name, whatever its representation (typed,
+// unstructured, metadata-only) and, restricted to a namespace, with that
+// namespace's [NamespacedStream] beside it: an owner depends on the kind,
+// whichever informer of it runs, and the metrics see the worst state among
+// them. wgctrl names the informers of controller-runtime's cache so.
+func StreamName(gvk schema.GroupVersionKind) string {
+	name := gvk.Kind + "." + gvk.Version
+	if gvk.Group != "" {
+		name += "." + gvk.Group
+	}
+	return name
 }
 
 // NamespacedStream is the name under which the state of the informers of

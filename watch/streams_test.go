@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/watchgrade/watchgrade/watch"
 )
 
@@ -156,4 +158,12 @@ func ExampleStreams() {
 func ExampleNamespacedStream() {
 	fmt.Println(watch.NamespacedStream("team-a", "ConfigMap.v1"))
 	// Output: team-a/ConfigMap.v1
+}
+
+func ExampleStreamName() {
+	fmt.Println(watch.StreamName(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}))
+	fmt.Println(watch.StreamName(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}))
+	// Output:
+	// ConfigMap.v1
+	// Deployment.v1.apps
 }

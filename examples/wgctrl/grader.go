@@ -584,30 +584,12 @@ func (g *Grader) identify(obj runtime.Object) (string, schema.GroupResource, err
 }
 
 // StreamName is the stream name of the cache's informers for gvk, the one
-// name every Owner, the metrics and Ready's message know them by: the kind,
-// its version and its group, dot-separated as kubectl accepts them
-// ("ConfigMap.v1", "Deployment.v1.apps", "Guestbook.v1.webapp.example.com").
-// It is made from the kind alone, so a kind whose CRD is not installed yet
-// has its name too, and a controller that knows a resource rather than a
-// kind (a GroupVersionResource from a spec, say) finds the name from the
-// kind its RESTMapper maps the resource to (RESTMapper.KindFor).
-//
-// The cache keeps one informer per kind and representation (typed objects,
-// unstructured ones, or metav1.PartialObjectMetadata as builder.OnlyMetadata
-// watches) and, in a cache restricted to namespaces, per namespace. All
-// the informers of a kind carry its one name: an owner depends on the
-// kind, whichever informer of it the controller runs (in the namespaces it
-// follows: [Owner.FollowNamespaces]), and the metrics' gauge sees the worst state
-// among them.
-func StreamName(gvk schema.GroupVersionKind) string {
-	name := gvk.Kind + "." + gvk.Version
-	if gvk.Group != "" {
-		name += "." + gvk.Group
-	}
-	return name
-}
+// name every Owner, the metrics and Ready's message know them by
+// ([wgwatch.StreamName]: "ConfigMap.v1", "Deployment.v1.apps"). All the
+// informers of a kind carry it, whatever their representation, in the
+// namespaces an owner follows ([Owner.FollowNamespaces]).
+func StreamName(gvk schema.GroupVersionKind) string { return wgwatch.StreamName(gvk) }
 
-// streamName returns the stream name of the cache's informers of obj's
 // schemeOf returns the scheme the Grader names kinds by.
 func (g *Grader) schemeOf() *runtime.Scheme {
 	g.mu.Lock()
@@ -615,6 +597,7 @@ func (g *Grader) schemeOf() *runtime.Scheme {
 	return g.scheme
 }
 
+// streamName returns the stream name of the cache's informers of obj's
 // kind, from the manager's scheme.
 func (g *Grader) streamName(obj runtime.Object) (string, error) {
 	g.mu.Lock()

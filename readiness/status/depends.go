@@ -95,7 +95,7 @@ func (w *Writer) track(key types.NamespacedName, d Dependencies) {
 			if !w.streams.Has(name) && !slices.Contains(d.Kinds, name) {
 				stalled[name] = true
 				acc.SetGate(key, readiness.Stalled(name, ReasonUnknownStream, fmt.Sprintf(
-					"no informer is named %q: name a stream after its kind (Kind.version.group), and make its informer before tracking it", name)))
+					"no informer is named %q: name a stream after its kind (watch.StreamName: Kind.version.group), and make its informer before tracking it", name)))
 			}
 		}
 	}
