@@ -55,6 +55,8 @@ type Streams struct {
 	mu    sync.Mutex
 	names map[string]*streamInformers
 	shown map[string]State
+	// leases are the channels AwaitLease was given.
+	leases []<-chan struct{}
 }
 
 // streamInformers are the informers of one stream name.
@@ -369,6 +371,39 @@ func (s *Streams) Aliases(name string) []string {
 	return names
 }
 
+// AwaitLease makes [Streams.Check] pass until elected is closed: give it
+// the channel a leader election closes once this process holds the lease
+// (controller-runtime's manager.Elected(), or one closed by client-go's
+// leaderelection OnStartedLeading). A replica waiting for the lease runs
+// no controller, so it makes none of the informers the leader's
+// controllers make, and has nothing to sync until it leads; a
+// Deployment's rolling update stops the old pod, which holds the lease,
+// only once the new one is ready, so a probe that waited there would hang
+// every rollout of a leader-elected operator. Once elected, Check waits
+// for its informers: it may fail for the seconds its caches take to sync,
+// which takes the pod out of its Services and stops nothing. Give it only
+// when leader election is on: a channel that never closes keeps the probe
+// passing whatever the informers do.
+func (s *Streams) AwaitLease(elected <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leases = append(s.leases, elected)
+}
+
+// awaitingLease reports whether a channel of AwaitLease is open.
+func (s *Streams) awaitingLease() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, elected := range s.leases {
+		select {
+		case <-elected:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
 // Check is the probe's rule over the informers: it fails while an
 // informer not stopped has not synced (its HasSynced, its first list in
 // the cache, not its stream's phase: a stream is Streaming once its watch
@@ -377,6 +412,9 @@ func (s *Streams) Aliases(name string) []string {
 // told to Synced as Streaming, for good: an informer added later is
 // waited for by its HasSynced.
 func (s *Streams) Check(req *http.Request) error {
+	if s.awaitingLease() {
+		return nil
+	}
 	var waiting, streamed []string
 	s.mu.Lock()
 	for _, name := range slices.Sorted(maps.Keys(s.names)) {

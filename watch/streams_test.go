@@ -105,6 +105,26 @@ func TestStreamsCheck(t *testing.T) {
 	}
 }
 
+// TestStreamsCheckAwaitingTheLease: a replica waiting for the lease is
+// ready (a rollout completes), and once elected it waits for its
+// informers as any process does.
+func TestStreamsCheckAwaitingTheLease(t *testing.T) {
+	var s watch.Streams
+	s.Add("Secret.v1", "", func() bool { return false })
+	if err := s.Check(nil); err == nil {
+		t.Fatal("an informer not synced: the probe passes")
+	}
+	elected := make(chan struct{})
+	s.AwaitLease(elected)
+	if err := s.Check(nil); err != nil {
+		t.Errorf("waiting for the lease: %v, want the probe to pass", err)
+	}
+	close(elected)
+	if err := s.Check(nil); !errors.Is(err, watch.ErrNotSynced) {
+		t.Errorf("elected, an informer not synced: %v, want ErrNotSynced", err)
+	}
+}
+
 // An informer stopped in a denial and replaced: the kind stays Stalled
 // through the new one's start, and is live once it is.
 func TestStreamsReplacedInformer(t *testing.T) {

@@ -260,13 +260,20 @@ func (g *Grader) ManagerOptions(o manager.Options) manager.Options {
 		g.scheme = o.Scheme
 	}
 	g.managed = true
-	g.leaderElection = o.LeaderElection
+	var leases []<-chan struct{}
+	if o.LeaderElection && !g.leaderElection {
+		leases = slices.Clone(g.elected)
+	}
+	g.leaderElection = g.leaderElection || o.LeaderElection
 	g.cacheNamespaces = slices.Sorted(maps.Keys(o.Cache.DefaultNamespaces))
 	g.cacheByObject = map[client.Object][]string{}
 	for obj, byObject := range o.Cache.ByObject {
 		g.cacheByObject[obj] = slices.Sorted(maps.Keys(byObject.Namespaces))
 	}
 	g.mu.Unlock()
+	for _, elected := range leases {
+		g.streams.AwaitLease(elected) // the replicas' probe: see ReadyzCheck
+	}
 	return o
 }
 
@@ -506,41 +513,13 @@ func (i *stoppingInformer) whenStopping(stop <-chan struct{}) func() {
 //
 // On a replica waiting for the lease (the manager's LeaderElection, as
 // [Grader.ManagerOptions] saw it, and this process not elected yet) the
-// probe passes: such a replica runs no controller, so it makes none of
-// the informers the leader's controllers make, and has nothing to sync
-// until it leads. A Deployment's rolling update stops the old pod, which
-// holds the lease, only once the new one is ready, so a probe that waited
-// there would hang every rollout of a leader-elected operator (what
-// kubebuilder's manifests deploy). Once elected, the probe waits for its
-// informers as above: it may fail for the seconds its caches take to
-// sync, which takes the pod out of its Services and stops nothing.
+// probe passes, so that a leader-elected operator's rolling update
+// completes ([wgwatch.Streams.AwaitLease] says why).
 func (g *Grader) ReadyzCheck(req *http.Request) error {
-	if g.awaitingLease() {
-		return nil
-	}
 	if err := g.streams.Check(req); err != nil {
 		return fmt.Errorf("wgctrl: %w", err)
 	}
 	return nil
-}
-
-// awaitingLease reports whether this process is a replica waiting for the
-// lease: the manager elects a leader (ManagerOptions saw LeaderElection)
-// and has not elected this one.
-func (g *Grader) awaitingLease() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.leaderElection {
-		return false
-	}
-	for _, elected := range g.elected {
-		select {
-		case <-elected:
-		default:
-			return true
-		}
-	}
-	return false
 }
 
 // Observer returns what every informer of the cache reports to: the

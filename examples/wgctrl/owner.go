@@ -175,6 +175,7 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 		cfg.RESTMapper = cfg.Client.RESTMapper()
 	}
 	g.mu.Lock()
+	awaitLease := cfg.Elected != nil && g.leaderElection
 	if cfg.Elected != nil {
 		g.elected = append(g.elected, cfg.Elected)
 	}
@@ -186,6 +187,9 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 	}
 	scheme := g.scheme
 	g.mu.Unlock()
+	if awaitLease {
+		g.streams.AwaitLease(cfg.Elected) // the replicas' probe: see ReadyzCheck
+	}
 
 	gvk, err := apiutil.GVKForObject(owner, scheme)
 	if err != nil {
