@@ -1,6 +1,10 @@
 package wgctrl
 
-import "slices"
+import (
+	"slices"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
 
 // Namespaces returns the namespace each informer named name is restricted
 // to ("" for every namespace), sorted.
@@ -13,3 +17,6 @@ func (g *Grader) Namespaces(name string) []string {
 var NamespaceInPath = namespaceInPath
 
 var AnsweredHandler = answeredHandler
+
+// DeleteEvent hands the Owner the owner informer's delete event of obj.
+func (o *Owner) DeleteEvent(obj client.Object) { o.ownerHandler().OnDelete(obj) }

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -419,15 +419,6 @@ func (o *Owner) Status(ctx context.Context, obj client.Object, res reconcile.Res
 		if cerr := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); cerr != nil {
 			obj.SetResourceVersion(u.GetResourceVersion())
 		}
-	case wgstatus.Unchanged:
-		// Nothing written, so no NotFound could tell that the owner was
-		// deleted under the reconcile, after its delete event forgot it
-		// and before this Status tracked it again: ask the client (the
-		// manager's reads from its cache).
-		if apierrors.IsNotFound(o.exists(ctx, key)) {
-			o.forget(key, obj.GetUID())
-			return res, nil
-		}
 	case wgstatus.Deleted:
 		o.forget(key, obj.GetUID())
 		return res, nil
@@ -438,15 +429,6 @@ func (o *Owner) Status(ctx context.Context, obj client.Object, res reconcile.Res
 	case wgstatus.Conflict:
 		res.RequeueAfter = min(nonZero(res.RequeueAfter), out.RequeueAfter)
 		return res, nil
-	case wgstatus.Unavailable:
-		// The API server did not say whether the owner is there: a
-		// deletion under the Reconcile, which its delete event forgot
-		// before this Status tracked it again, is read from the client
-		// (the manager's cache), as for Unchanged.
-		if apierrors.IsNotFound(o.exists(ctx, key)) {
-			o.forget(key, obj.GetUID())
-			return res, nil
-		}
 	case wgstatus.Failed:
 		return res, errors.Join(err, out.Err)
 	}
@@ -500,18 +482,6 @@ func (o *Owner) getLive(ctx context.Context, key types.NamespacedName) (runtime.
 		return nil, err
 	}
 	return u, nil
-}
-
-// exists returns the client's NotFound when key's owner is gone.
-func (o *Owner) exists(ctx context.Context, key types.NamespacedName) error {
-	fresh, err := o.newObj()
-	if err != nil {
-		return nil
-	}
-	if err := o.cfg.Client.Get(ctx, key, fresh); apierrors.IsNotFound(err) {
-		return err
-	}
-	return nil
 }
 
 // sightings feeds the Grader's time-to-first-Ready with the owner kind's
@@ -610,11 +580,7 @@ func (o *Owner) followOwners(ctx context.Context) {
 	if !ok {
 		return
 	}
-	_, err = inf.AddEventHandler(o.status.OwnerHandler(wgstatus.OwnerEvents{
-		Dependencies: o.dependencies,
-		Changed:      o.changed,
-		Deleted:      o.forgetExtra,
-	}))
+	_, err = inf.AddEventHandler(o.ownerHandler())
 	if err != nil {
 		o.log.Error(err, "cannot follow the owner kind")
 	}
@@ -774,6 +740,12 @@ func (o *Owner) informerError(obj client.Object, err error, notServed func()) {
 	default:
 		o.log.Error(err, "cannot get an informer from the cache; retrying", "kind", o.kindOf(obj))
 	}
+}
+
+// ownerHandler is the owner kind's informer's handler: the status step's
+// ([wgstatus.Writer.OwnerHandler]), with what the Owner keeps of each.
+func (o *Owner) ownerHandler() toolscache.ResourceEventHandler {
+	return o.status.OwnerHandler(wgstatus.OwnerEvents{Dependencies: o.dependencies, Changed: o.changed, Deleted: o.forgetExtra})
 }
 
 // forget drops key, deleted: everywhere the status step holds it (gates,

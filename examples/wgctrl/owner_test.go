@@ -851,13 +851,17 @@ func TestStatusAfterAConflictWritesTheReconciledGeneration(t *testing.T) {
 // owner's first write waits for its stream: the cached client tells).
 func TestStatusOfADeletedOwnerIsQuiet(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		informer  bool // the ConfigMaps' stream is live
-		reconcile bool // reconciled to Ready before it is deleted
+		name       string
+		informer   bool // the ConfigMaps' stream is live
+		reconcile  bool // reconciled to Ready before it is deleted
+		eventFirst bool // its delete event comes before the status step
 	}{
-		{"a write due", true, false},
-		{"nothing to write", true, true},
-		{"its first write waiting for the stream", false, false},
+		{"a write due", true, false, false},
+		{"nothing to write", true, true, false},
+		{"its first write waiting for the stream", false, false, false},
+		{"a write due, deleted before the status step", true, false, true},
+		{"nothing to write, deleted before the status step", true, true, true},
+		{"its first write waiting for the stream, deleted before the status step", false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -878,8 +882,16 @@ func TestStatusOfADeletedOwnerIsQuiet(t *testing.T) {
 				if err := f.client.Delete(t.Context(), gb); err != nil {
 					t.Fatal(err)
 				}
+				// The owner informer's delete event, during the Reconcile
+				// (before its status step) or after it.
+				if tc.eventFirst {
+					f.owner.DeleteEvent(gb)
+				}
 				if err := statusErr(f.owner, t, gb); err != nil {
 					t.Errorf("Status() of a deleted owner = %v, want nil", err)
+				}
+				if !tc.eventFirst {
+					f.owner.DeleteEvent(gb)
 				}
 				if g := f.owner.Accumulator().Gates(gbKey); g != nil {
 					t.Errorf("Gates() of the deleted owner = %+v, want none: it is still tracked", g)

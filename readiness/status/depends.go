@@ -287,6 +287,9 @@ func (w *Writer) OwnerHandler(e OwnerEvents) toolscache.ResourceEventHandler {
 				return
 			}
 			key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+			w.mu.Lock()
+			delete(w.gone, key) // made again under the name, if it was deleted
+			w.mu.Unlock()
 			w.Track(key, e.Dependencies(m))
 			changed(key)
 		},
@@ -317,7 +320,7 @@ func (w *Writer) OwnerHandler(e OwnerEvents) toolscache.ResourceEventHandler {
 				return
 			}
 			key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
-			w.Forget(key, m.GetUID())
+			w.forget(key, m.GetUID(), true)
 			if e.Deleted != nil {
 				e.Deleted(key)
 			}

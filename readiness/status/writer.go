@@ -217,6 +217,8 @@ type Writer struct {
 	standby      workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	pending      map[types.NamespacedName]struct{}
 	standbyEnded bool
+	// gone holds the owners forgotten as deleted.
+	gone map[types.NamespacedName]goneOwner
 }
 
 // trouble is an owner's streak of transient failures: since the first,
@@ -281,6 +283,7 @@ func New(opts Options) (*Writer, error) {
 		notWatched: make(map[string]bool),
 		notServed:  make(map[string]time.Time),
 		pending:    make(map[types.NamespacedName]struct{}),
+		gone:       make(map[types.NamespacedName]goneOwner),
 	}, nil
 }
 
@@ -307,6 +310,9 @@ func (w *Writer) Write(ctx context.Context, obj runtime.Object, reconcileErr err
 		return Result{Outcome: Conflict, RequeueAfter: ConflictRetry}
 	}
 	key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+	if w.wasDeleted(key, m.GetUID()) {
+		return Result{Outcome: Deleted}
+	}
 	w.gate(key, m.GetGeneration(), reconcileErr)
 	res := w.write(ctx, obj, key, m.GetGeneration(), false)
 	if reconcileErr != nil && res.Outcome != Cancelled && res.Outcome != Deleted {
@@ -395,7 +401,11 @@ func (w *Writer) Standby(ctx context.Context, obj runtime.Object) Result {
 	if ctx.Err() != nil {
 		return Result{Outcome: Cancelled}
 	}
-	return w.write(ctx, obj, types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}, m.GetGeneration(), true)
+	key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+	if w.wasDeleted(key, m.GetUID()) {
+		return Result{Outcome: Deleted}
+	}
+	return w.write(ctx, obj, key, m.GetGeneration(), true)
 }
 
 // ReadFailed is the status step of a Reconcile that could not read its
@@ -420,8 +430,18 @@ func (w *Writer) ReadFailed(ctx context.Context, key types.NamespacedName, err e
 
 // Forget forgets a deleted owner everywhere: its streams and gates in the
 // Accumulator, what it depends on ([Writer.Track]), its time-to-first-Ready
-// claim, its failures. Call it from the owner informer's delete handler.
+// claim, its failures. Call it from the owner informer's delete handler
+// ([Writer.OwnerHandler] does). With uid, the owner stays forgotten: a
+// Reconcile that read it before it was deleted, and tracked it again,
+// writes nothing (Deleted), and it is forgotten again. OwnerHandler keeps
+// an owner without a UID (a fake client's) forgotten too, until it sees
+// one added under the name.
 func (w *Writer) Forget(key types.NamespacedName, uid types.UID) {
+	w.forget(key, uid, uid != "")
+}
+
+// forget is Forget; remember keeps the owner forgotten (see wasDeleted).
+func (w *Writer) forget(key types.NamespacedName, uid types.UID, remember bool) {
 	w.tracking.Lock()
 	defer w.tracking.Unlock()
 	w.opts.Accumulator.RemoveOwner(key)
@@ -433,7 +453,43 @@ func (w *Writer) Forget(key types.NamespacedName, uid types.UID) {
 	delete(w.troubled, key)
 	delete(w.deps, key)
 	delete(w.pending, key)
+	now := w.opts.Clock.Now()
+	for k, g := range w.gone {
+		if now.Sub(g.at) > rememberDeleted {
+			delete(w.gone, k)
+		}
+	}
+	if remember {
+		w.gone[key] = goneOwner{uid: uid, at: now}
+	}
 	w.mu.Unlock()
+}
+
+// rememberDeleted is how long the writer remembers an owner forgotten as
+// deleted, so that a Reconcile that read it before its deletion does not
+// bring it back: far longer than any Reconcile.
+const rememberDeleted = 10 * time.Minute
+
+// goneOwner is an owner forgotten as deleted: its UID, and when.
+type goneOwner struct {
+	uid types.UID
+	at  time.Time
+}
+
+// wasDeleted reports whether the owner key of uid was forgotten as
+// deleted ([Writer.Forget]); if so, it forgets it again: a Reconcile that
+// read the owner before it was deleted tracked it since, and writes
+// nothing. Without UIDs (a fake client's objects), only OwnerHandler's
+// delete remembers the owner, until it sees one added under the name.
+func (w *Writer) wasDeleted(key types.NamespacedName, uid types.UID) bool {
+	w.mu.Lock()
+	g, ok := w.gone[key]
+	w.mu.Unlock()
+	gone := ok && g.uid == uid
+	if gone {
+		w.Forget(key, uid)
+	}
+	return gone
 }
 
 // Sight feeds time-to-first-Ready one sighting of obj with its conditions

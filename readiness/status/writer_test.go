@@ -255,6 +255,60 @@ func TestDeletedUnderTheReconcileIsForgotten(t *testing.T) {
 	}
 }
 
+// A Reconcile that read the owner before its delete event forgot it, and
+// tracked it again, writes nothing and does not bring it back, even where
+// nothing needs writing (so no NotFound would tell); an owner made again
+// under the name (a new UID) is written.
+func TestDeletedBeforeTheStatusStepStaysForgotten(t *testing.T) {
+	f := newFixture(t, 1)
+	f.srv.obj.SetUID("uid-1")
+	f.acc.SetGate(key, wgreadiness.Established("Database", "Reachable", "the database answers"))
+	if res := f.w.Write(context.Background(), f.srv.read(), nil); res.Outcome != wgstatus.Written {
+		t.Fatalf("first Write = %s, want Written", res.Outcome)
+	}
+	obj := f.srv.read()      // the Reconcile's read, before the deletion
+	f.w.Forget(key, "uid-1") // the delete event
+	f.w.Track(key, wgstatus.Dependencies{})
+	f.acc.SetGate(key, wgreadiness.Established("Database", "Reachable", "the database answers"))
+	writes := f.srv.writes
+	if res := f.w.Write(context.Background(), obj, nil); res.Outcome != wgstatus.Deleted || f.srv.writes != writes {
+		t.Fatalf("Write after the delete event = %s (%d writes), want Deleted, nothing written", res.Outcome, f.srv.writes-writes)
+	}
+	if gates := f.acc.Gates(key); gates != nil {
+		t.Errorf("Gates of the deleted owner = %v, want none", gates)
+	}
+	if _, ok := f.w.Tracked(key); ok {
+		t.Error("the deleted owner is still tracked")
+	}
+	again := f.srv.read()
+	again.SetUID("uid-2")
+	again.SetResourceVersion(f.srv.obj.GetResourceVersion())
+	f.srv.obj.SetUID("uid-2")
+	f.acc.SetGate(key, wgreadiness.Stalled("Database", "Unreachable", "the database does not answer"))
+	if res := f.w.Write(context.Background(), again, nil); res.Outcome != wgstatus.Written {
+		t.Errorf("Write of the owner made again = %s, want Written", res.Outcome)
+	}
+
+	// Without UIDs (a fake client's objects): told apart by the owner
+	// informer's add of the owner made again.
+	noUID := f.srv.read()
+	noUID.SetUID("")
+	f.w.Forget(key, "") // a Reconcile's NotFound: it may be a stale cache
+	f.acc.SetGate(key, wgreadiness.Stalled("Database", "Unreachable", "the database does not answer, again"))
+	if res := f.w.Write(context.Background(), noUID, nil); res.Outcome == wgstatus.Deleted {
+		t.Errorf("Write without a UID after Forget without one = %s, want it written", res.Outcome)
+	}
+	f.w.OwnerHandler(wgstatus.OwnerEvents{}).OnDelete(noUID) // the delete event
+	if res := f.w.Write(context.Background(), noUID, nil); res.Outcome != wgstatus.Deleted {
+		t.Errorf("Write without a UID after the delete event = %s, want Deleted", res.Outcome)
+	}
+	f.w.OwnerHandler(wgstatus.OwnerEvents{}).OnAdd(noUID, false)
+	f.acc.SetGate(key, wgreadiness.Established("Database", "Reachable", "the database answers"))
+	if res := f.w.Write(context.Background(), noUID, nil); res.Outcome == wgstatus.Deleted {
+		t.Errorf("Write without a UID after the owner was added again = %s", res.Outcome)
+	}
+}
+
 // A conflict is retried over the owner read again, for the generation the
 // Reconcile handled; one that keeps conflicting asks for a quiet requeue.
 func TestConflicts(t *testing.T) {
