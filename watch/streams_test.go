@@ -187,3 +187,19 @@ func ExampleStreamName() {
 	// ConfigMap.v1
 	// Deployment.v1.apps
 }
+
+// On a replica waiting for the lease the probe passes: it runs no
+// controller, so it has nothing to sync, and a rollout completes. Once
+// elected, it waits for its informers.
+func ExampleStreams_AwaitLease() {
+	var s watch.Streams
+	s.Add("ConfigMap.v1", "", func() bool { return false }) // not synced yet
+	elected := make(chan struct{})                          // manager.Elected(), or closed by OnStartedLeading
+	s.AwaitLease(elected)
+	fmt.Println("waiting for the lease:", s.Check(nil))
+	close(elected)
+	fmt.Println("elected:", s.Check(nil))
+	// Output:
+	// waiting for the lease: <nil>
+	// elected: watchgrade/watch: not synced: the informers of ConfigMap.v1 have not synced
+}

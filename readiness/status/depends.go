@@ -59,15 +59,21 @@ type Dependencies struct {
 // status step): it changes nothing when nothing changed. [Writer.Forget]
 // forgets it.
 func (w *Writer) Track(key types.NamespacedName, d Dependencies) {
-	d = Dependencies{Kinds: slices.Clone(d.Kinds), Namespaces: slices.Clone(d.Namespaces), Streams: slices.Clone(d.Streams)}
-	slices.Sort(d.Namespaces)
-	d.Namespaces = slices.Compact(d.Namespaces)
+	d = d.normalized()
 	w.tracking.Lock()
 	defer w.tracking.Unlock()
 	w.mu.Lock()
 	w.deps[key] = d
 	w.mu.Unlock()
 	w.track(key, d)
+}
+
+// normalized is a copy of d as Track keeps it: its namespaces sorted,
+// each once.
+func (d Dependencies) normalized() Dependencies {
+	nss := slices.Clone(d.Namespaces)
+	slices.Sort(nss)
+	return Dependencies{Kinds: slices.Clone(d.Kinds), Namespaces: slices.Compact(nss), Streams: slices.Clone(d.Streams)}
 }
 
 // track tells the accumulator the streams key depends on, and gates what
@@ -303,7 +309,7 @@ func (w *Writer) OwnerHandler(e OwnerEvents) toolscache.ResourceEventHandler {
 			w.mu.Lock()
 			prev, tracked := w.deps[key]
 			w.mu.Unlock()
-			moved := !tracked || !sameDependencies(prev, d)
+			moved := !tracked || !prev.same(d.normalized())
 			if moved {
 				w.Track(key, d)
 			}
@@ -340,12 +346,9 @@ func (w *Writer) seen(x any) (metav1.Object, bool) {
 	return m, true
 }
 
-// sameDependencies reports whether a, as Track stored it, is what b
-// says.
-func sameDependencies(a, b Dependencies) bool {
-	nss := slices.Clone(b.Namespaces)
-	slices.Sort(nss)
-	return slices.Equal(a.Kinds, b.Kinds) && slices.Equal(a.Namespaces, slices.Compact(nss)) && slices.Equal(a.Streams, b.Streams)
+// same reports whether d and e say the same, both normalized.
+func (d Dependencies) same(e Dependencies) bool {
+	return slices.Equal(d.Kinds, e.Kinds) && slices.Equal(d.Namespaces, e.Namespaces) && slices.Equal(d.Streams, e.Streams)
 }
 
 // Tracked returns what key depends on as its last [Writer.Track] said,
@@ -357,5 +360,5 @@ func (w *Writer) Tracked(key types.NamespacedName) (Dependencies, bool) {
 	if !ok {
 		return Dependencies{}, false
 	}
-	return Dependencies{Kinds: slices.Clone(d.Kinds), Namespaces: slices.Clone(d.Namespaces), Streams: slices.Clone(d.Streams)}, true
+	return d.normalized(), true
 }

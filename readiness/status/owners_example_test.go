@@ -8,7 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
 	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
@@ -50,4 +52,94 @@ func ExampleWriter_OwnerHandler() {
 	// queued shop/orders
 	// Stalled=True UnknownStream
 	// gates after the delete: 0
+}
+
+// A kind whose CRD is not installed: the owners that depend on it are
+// Stalled once it has gone unserved for the human grace, and in progress
+// again once it is served.
+func ExampleWriter_NotServed() {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC))
+	acc, _ := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{Clock: clock})
+	w, _ := wgstatus.New(wgstatus.Options{
+		Accumulator: acc, Clock: clock, Streams: &watch.Streams{},
+		Update: func(_ context.Context, obj runtime.Object) (runtime.Object, error) { return obj, nil },
+	})
+	key := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	w.Track(key, wgstatus.Dependencies{Kinds: []string{"Backup.v1.example.dev"}})
+	backup := schema.GroupResource{Group: "example.dev", Resource: "Backup"}
+	verdict := func(when string) {
+		g := acc.Gates(key)[0] // the kind's stream
+		fmt.Printf("%s: %s %s\n", when, g.Level, g.Reason)
+	}
+	w.NotServed("Backup.v1.example.dev", backup) // the cache found no such kind
+	clock.Step(watch.DefaultHumanGrace - time.Second)
+	w.NotServed("Backup.v1.example.dev", backup)
+	verdict("within the grace")
+	clock.Step(time.Second)
+	w.NotServed("Backup.v1.example.dev", backup)
+	verdict("after the grace")
+	w.Served("Backup.v1.example.dev", backup) // the CRD installed
+	verdict("served")
+	// Output:
+	// within the grace: Progressing Starting
+	// after the grace: Stalled ResourceNotFound
+	// served: Progressing Starting
+}
+
+// A cache restricted to namespaces made no informer of a kind in one an
+// owner depends on it in: the owner is Stalled, not waiting for ever.
+func ExampleWriter_NotWatched() {
+	streams := &watch.Streams{}
+	streams.Add("ConfigMap.v1", "team-a", nil) // the cache watches team-a only
+	acc, _ := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{})
+	w, _ := wgstatus.New(wgstatus.Options{
+		Accumulator: acc, Streams: streams,
+		Update: func(_ context.Context, obj runtime.Object) (runtime.Object, error) { return obj, nil },
+	})
+	key := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	w.Track(key, wgstatus.Dependencies{Kinds: []string{"ConfigMap.v1"}, Namespaces: []string{"shop"}})
+	fmt.Println("namespaces to make informers in:", w.TrackedNamespaces())
+	w.NotWatched("ConfigMap.v1", "shop") // asked, the cache made none there
+	for _, g := range acc.Gates(key) {
+		if !g.Stream {
+			fmt.Printf("%s: %s %s\n", g.Name, g.Level, g.Reason)
+		}
+	}
+	// Output:
+	// namespaces to make informers in: [shop]
+	// shop/ConfigMap.v1: Stalled NamespaceNotWatched
+}
+
+// The standby writer writes what must not wait for the controller's
+// workers (here a stall), and stands down at the first Write.
+func ExampleWriter_RunStandby() {
+	acc, _ := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{})
+	written := make(chan string, 1)
+	w, _ := wgstatus.New(wgstatus.Options{
+		Accumulator: acc,
+		Update: func(_ context.Context, obj runtime.Object) (runtime.Object, error) {
+			db := obj.(*Database)
+			written <- meta.FindStatusCondition(db.Status.Conditions, wgreadiness.ConditionStalled).Reason
+			return db, nil
+		},
+	})
+	db := &Database{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", Generation: 1}}
+	key := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	acc.Track(key)
+	acc.SetGate(key, wgreadiness.Stalled("Secrets", "Forbidden", "secrets is forbidden"))
+	w.QueueStandby(key) // the accumulator's OnChange does, beside the controller's queue
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- w.RunStandby(ctx, func(context.Context, types.NamespacedName) (runtime.Object, error) {
+			return db.DeepCopyObject(), nil // in a controller: a read from its cache
+		})
+	}()
+	fmt.Println("standby wrote Stalled:", <-written)
+	cancel()
+	fmt.Println("RunStandby returned:", <-done)
+	// Output:
+	// standby wrote Stalled: Forbidden
+	// RunStandby returned: <nil>
 }
