@@ -586,58 +586,29 @@ func (o *Owner) followOwners(ctx context.Context) {
 	}
 }
 
-// follow makes sure the cache runs an informer of d's kind. The
-// controller's own watches (For, Owns, Watches) make theirs as its sources
-// start, in the representation it asked for (a builder.OnlyMetadata watch
-// makes a metadata-only informer); any of them serves d, since all the
-// informers of a kind carry its one stream name ([StreamName]). So follow
-// does not ask the cache for d's informer while the controller may still
-// make one: only once the kind has been served for settle with no
-// informer of it, as for a kind the controller does not watch, does it ask
-// for d's own. While the API server does not serve d's kind (its CRD is
-// not installed), there is no stream to grade: follow reports the kind's
-// stream as Blocked, reason ResourceNotFound, needing a human, once it has
-// not been served for Policy.HumanGrace, and as Starting again once it is.
+// follow makes sure the cache runs an informer of d's kind, through the
+// status step's [wgstatus.Writer.AwaitInformer] (which reports the kind
+// while the API server does not serve it). The controller's own watches
+// (For, Owns, Watches) make theirs as its sources start, in the
+// representation they asked for, and any serves d (all carry the kind's
+// one stream name): so the cache is asked for d's own only once the kind
+// has been served for settle with none. Then the namespaces the owners
+// follow are filled in.
 func (o *Owner) follow(ctx context.Context, d dep) {
-	gr := schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind}
-	var servedSince time.Time // zero while the kind is not served
-	notServed := func() {
-		o.g.synced.Forget(d.name) // no informer: the probe does not wait for one
-		o.status.NotServed(d.name, gr)
+	err := o.status.AwaitInformer(ctx, wgstatus.Kind{
+		Name: d.name, Resource: schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind},
+		Served: func(context.Context) (bool, error) { return o.served(d) },
+		Start: func(ctx context.Context) error {
+			_, err := o.cfg.Informers.GetInformer(ctx, d.obj, cache.BlockUntilSynced(false))
+			return err
+		},
+		Settle: settle, Every: retryEvery, Clock: o.g.clock,
+	})
+	if err != nil {
+		return // stopping
 	}
 	t := o.g.clock.NewTicker(retryEvery)
 	defer t.Stop()
-follow:
-	for !o.g.streams.Has(d.name) {
-		served, err := o.served(d)
-		switch {
-		case err != nil:
-			o.log.V(1).Info("cannot tell whether the API server serves a watched kind yet; retrying", "kind", d.name, "err", err.Error())
-		case !served:
-			servedSince = time.Time{}
-			notServed()
-		default:
-			if servedSince.IsZero() {
-				servedSince = o.g.clock.Now()
-			}
-			o.status.Served(d.name, gr)
-			if o.g.clock.Since(servedSince) >= settle {
-				_, err := o.cfg.Informers.GetInformer(ctx, d.obj, cache.BlockUntilSynced(false))
-				if err == nil {
-					break follow
-				}
-				// A kind the RESTMapper serves and the cache does not is
-				// a mapper about to catch up, not a report.
-				o.informerError(d.obj, err, func() { o.g.synced.Forget(d.name) })
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-	}
-	o.status.Served(d.name, gr)
 	o.fillNamespaces(ctx, d, t)
 }
 

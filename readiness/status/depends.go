@@ -199,8 +199,11 @@ func (w *Writer) TrackedNamespaces() []string {
 // name an owner may follow it by ([watch.Streams.Aliases]), is Blocked,
 // reason [watch.ReasonResourceNotFound], needing a human: every owner that
 // depends on it is Stalled, as its informers would have it if they could
-// run. [Writer.Served] takes it back.
+// run. [Writer.Served] takes it back. The probe of [Options.Streams]
+// (its Synced) does not wait for the kind: no informer of it can sync.
+// [Writer.AwaitInformer] calls it as it should be called.
 func (w *Writer) NotServed(kind string, resource schema.GroupResource) {
+	w.forgetSynced(kind) // no informer: the probe does not wait for one
 	now := w.opts.Clock.Now()
 	w.mu.Lock()
 	since, seen := w.notServed[kind]
