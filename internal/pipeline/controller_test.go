@@ -67,7 +67,12 @@ type process struct {
 	lastWritten *ownerObj
 	q           *queue
 	workerDone  chan struct{}
-	runners     []*runner
+	// runners are the streams' runners, nil for a kind not served yet;
+	// runnersMu guards the slice (a kind's AwaitInformer starts its
+	// runner), awaiting counts those AwaitInformers.
+	runnersMu sync.Mutex
+	runners   []*runner
+	awaiting  sync.WaitGroup
 
 	// Guarded by w.mu.
 	states    [][]stampedState   // by stream
@@ -175,8 +180,26 @@ func (p *process) run() {
 	for _, o := range p.w.store.list() {
 		p.ownerEvent(o, false)
 	}
-	for i := range p.w.servers {
-		p.runners[i] = p.startRunner(i)
+	for i, s := range p.w.servers {
+		if p.w.isServed(i) {
+			p.runners[i] = p.startRunner(i)
+			continue
+		}
+		// A kind the API server does not serve: the status step's
+		// AwaitInformer reports it and starts its stream once it is
+		// served, as wgctrl's Owner does for each watched kind.
+		p.awaiting.Go(func() {
+			_ = p.status.AwaitInformer(p.ctx, wgstatus.Kind{
+				Name: s.name, Resource: s.gr, Settle: settle,
+				Served: func(context.Context) (bool, error) { return p.w.isServed(i), nil },
+				Start: func(context.Context) error {
+					p.runnersMu.Lock()
+					defer p.runnersMu.Unlock()
+					p.runners[i] = p.startRunner(i)
+					return nil
+				},
+			})
+		})
 	}
 	if p.w.h.standby {
 		t := time.AfterFunc(p.w.h.standbyFor, p.workersStart)
@@ -232,8 +255,11 @@ func (p *process) synced(i int) wgwatch.Observer {
 
 func (p *process) stop() {
 	p.cancel()
+	p.awaiting.Wait()
 	for _, r := range p.runners {
-		r.stop()
+		if r != nil {
+			r.stop()
+		}
 	}
 	<-p.workerDone
 	p.w.mu.Lock()
@@ -256,6 +282,11 @@ func (p *process) checkpoints() []checkpoint {
 }
 
 func (p *process) rerun(i int) {
+	p.runnersMu.Lock()
+	defer p.runnersMu.Unlock()
+	if p.runners[i] == nil {
+		return // its kind not served yet: nothing runs
+	}
 	p.runners[i].stop()
 	p.runners[i] = p.startRunner(i)
 }
@@ -433,6 +464,10 @@ func (p *process) reconcile(key types.NamespacedName) {
 		})
 	}
 }
+
+// settle is how long a kind served again is left to the controller's
+// own sources before its AwaitInformer starts its stream, as wgctrl's.
+const settle = 15 * time.Second
 
 // reconcileRetry is how long a failed Reconcile waits to run again: about
 // where client-go's default controller rate limiter's backoff is after a

@@ -138,6 +138,12 @@ type history struct {
 	// twice has each Reconcile call the status step twice, as a
 	// Reconcile that writes its status early and again at its end does.
 	twice bool
+	// crd is the stream whose kind the API server does not serve when
+	// the history begins (its CustomResourceDefinition not installed yet),
+	// installed by the step "s<crd> CRD installed" if the history has
+	// one; -1 for none. The controller follows it as wgctrl does, through
+	// the status step's AwaitInformer.
+	crd   int
 	steps []step
 	// quiet are the windows kept free around quiet restarts.
 	quiet []span
@@ -178,8 +184,8 @@ type episode struct {
 
 func (h history) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed=%d horizon=%v owners=%d first_start=%v streams_condition=%q empty=%q start_grace=%v lag_now=%d persist=%v progress_deadline=%v standby=%v(%v,kinds=%b) step_twice=%v streams=[",
-		h.seed, h.horizon, h.owners, h.firstStart, h.rollup.StreamsCondition, h.rollup.Empty, h.startGrace, h.lagNow, h.persist, h.deadline(), h.standby, h.standbyFor, h.kinds, h.twice)
+	fmt.Fprintf(&b, "seed=%d horizon=%v owners=%d first_start=%v streams_condition=%q empty=%q start_grace=%v lag_now=%d persist=%v progress_deadline=%v standby=%v(%v,kinds=%b) step_twice=%v crd=%d streams=[",
+		h.seed, h.horizon, h.owners, h.firstStart, h.rollup.StreamsCondition, h.rollup.Empty, h.startGrace, h.lagNow, h.persist, h.deadline(), h.standby, h.standbyFor, h.kinds, h.twice, h.crd)
 	for i, s := range h.streams {
 		if i > 0 {
 			b.WriteString(" ")
@@ -513,6 +519,15 @@ func generate(seed uint64, c *chooser) history {
 		add(from, g, "status writes refused", func(w *world) { w.setWritesDown(true) })
 		add(from+long, g, "status writes back", func(w *world) { w.setWritesDown(false) })
 		h.writesRefused++
+	}
+	// A kind not served yet, installed later or never: chosen last too.
+	h.crd = -1
+	if c.Intn(5) == 0 {
+		i := c.Intn(len(h.streams))
+		h.crd = i
+		if at := c.LogDuration(time.Second, 2*h.horizon); at < h.horizon {
+			add(at, nextGroup(), fmt.Sprintf("s%d CRD installed", i), func(w *world) { w.installCRD(i) })
+		}
 	}
 	h.dropInQuiet()
 	h.steps = slices.DeleteFunc(h.steps, func(s step) bool { return s.at >= h.horizon && !strings.HasPrefix(s.desc, "off ") })

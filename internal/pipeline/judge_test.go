@@ -25,6 +25,7 @@ import (
 	"github.com/watchgrade/watchgrade/internal/judgekit"
 	wgmetrics "github.com/watchgrade/watchgrade/metrics"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
+	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 	"github.com/watchgrade/watchgrade/readiness/readinesstest"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
@@ -435,6 +436,42 @@ func (tr streamTruth) needsHuman(t time.Duration) bool {
 		judgekit.Covered(tr.trouble, t-tr.deadline+eps, t-eps)
 }
 
+// unservedReport returns when p's status step reports that the API
+// server does not serve stream i's kind (its AwaitInformer, asking from
+// p's start, once the human grace has passed, by Writer.NotServed): the
+// earliest and the latest it may, and until when the report may stand
+// (the first ask after the kind's CRD was installed); ok is false when p
+// makes no report, the kind served by its start or installed before the
+// grace passed. A clock truncated to the minute (history.lagNow) moves the
+// grace by up to a minute either way.
+func (w *world) unservedReport(p *process, i int, end time.Duration) (earliest, latest, until time.Duration, ok bool) {
+	in := w.servers[i].installed
+	if in == 0 || (in > 0 && in <= p.start) {
+		return 0, 0, 0, false
+	}
+	var lag time.Duration
+	if w.h.lagNow == 1 {
+		lag = time.Minute
+	}
+	earliest = p.start + humanGrace - lag
+	latest = p.start + humanGrace + lag + wgstatus.DefaultServedEvery
+	until = end
+	if in > 0 {
+		if in < earliest {
+			return 0, 0, 0, false
+		}
+		until = in + wgstatus.DefaultServedEvery + eps
+	}
+	return earliest, latest, until, true
+}
+
+// unservedShown reports whether p may show at t that the API server does
+// not serve stream i's kind.
+func (w *world) unservedShown(p *process, i int, t time.Duration) bool {
+	earliest, _, until, ok := w.unservedReport(p, i, t+time.Hour)
+	return ok && t >= earliest-eps && t <= until
+}
+
 func judge(w *world, end time.Duration) (v verdict) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -543,6 +580,18 @@ func judgeStreams(v *verdict, w *world, lw lifeWindow) {
 			if w.h.standby && w.h.kinds&(1<<i) == 0 {
 				if known = max(known, p.workersAt); p.workersAt < 0 {
 					continue
+				}
+			}
+			// A kind the API server does not serve is Stalled once the
+			// report is due, until its CRD is installed.
+			if _, latest, _, ok := w.unservedReport(p, i, lw.to); ok {
+				to := gto
+				if in := w.servers[i].installed; in >= 0 {
+					to = min(to, in)
+				}
+				if at := l.findStored(max(latest+eps, known), to, notStalled); at >= 0 {
+					v.add(&v.missedWarnings, "%s %s: not Stalled at %v while the API server has not served s%d's kind since before process %d started at %v",
+						l.key, l.uid, at, i, p.id, p.start)
 				}
 			}
 			for _, seg := range p.stateSegments(i, lw.to) {
@@ -749,6 +798,9 @@ func justifyStalled(w *world, l *life, wr *write, truths []streamTruth) string {
 	for i := range w.servers {
 		if g.streams&(1<<i) == 0 {
 			continue
+		}
+		if w.unservedShown(p, i, t) {
+			return ""
 		}
 		st, at := p.stateAt(i, t)
 		if !st.NeedsHuman {
@@ -1059,7 +1111,8 @@ func judgeEpisodes(v *verdict, w *world, end time.Duration) {
 				continue
 			}
 			// Recovered within the window, once every gate is established.
-			healthy := g.streams != 0
+			// (An owner of no stream and no gate is not Ready: NoGates.)
+			healthy, gates := true, g.streams != 0
 			for i := range w.servers {
 				if g.streams&(1<<i) != 0 {
 					if st, _ := p.stateAt(i, to); st.Phase != wgwatch.PhaseStreaming {
@@ -1069,14 +1122,11 @@ func judgeEpisodes(v *verdict, w *world, end time.Duration) {
 			}
 			for name := range w.gates[l.o] {
 				if m := w.gateAt(l.o, name, to); m.present {
-					healthy = healthy || m.level == wgreadiness.LevelEstablished
-					if m.level != wgreadiness.LevelEstablished {
-						healthy = false
-						break
-					}
+					gates = true
+					healthy = healthy && m.level == wgreadiness.LevelEstablished
 				}
 			}
-			if c, _, _ := l.storedAt(to); healthy && !isTrue(c, wgreadiness.ConditionReady) {
+			if c, _, _ := l.storedAt(to); healthy && gates && !isTrue(c, wgreadiness.ConditionReady) {
 				v.add(&v.heldTooLong, "%s %s: a %s: every gate established at %v, the owner still %s", l.key, l.uid, what, to, trio(c))
 			}
 		}
@@ -1103,6 +1153,9 @@ func judgeHeldStall(v *verdict, w *world, lw lifeWindow) {
 	for i := range w.servers {
 		for _, s := range p.states[i] {
 			points = append(points, s.at)
+		}
+		if _, _, until, ok := w.unservedReport(p, i, lw.to); ok {
+			points = append(points, until)
 		}
 	}
 	for _, marks := range w.gates[l.o] {
@@ -1143,7 +1196,7 @@ func stallShown(w *world, l *life, p *process, t time.Duration) bool {
 	g := l.genAt(t)
 	for i := range w.servers {
 		if g.streams&(1<<i) != 0 {
-			if st, _ := p.stateAt(i, t); wgreadiness.StreamLevel(st) == wgreadiness.LevelStalled {
+			if st, _ := p.stateAt(i, t); wgreadiness.StreamLevel(st) == wgreadiness.LevelStalled || w.unservedShown(p, i, t) {
 				return true
 			}
 		}
@@ -1461,6 +1514,11 @@ func (w *world) log(end time.Duration) string {
 //     Ready within quietAfter of the restart when its gates are;
 //   - Stalled=True only while a gate is stalled, or, persisted by an
 //     earlier process, within the new one's NotReadyHold;
+//   - a kind the API server does not serve (its CRD installed later, or
+//     never), followed by the status step's AwaitInformer as wgctrl
+//     follows each watched kind: every owner that depends on it is
+//     Stalled once the human grace has passed, never before, and no longer
+//     than the next ask after its CRD is installed;
 //   - every status write changes something; after it, kstatus's Compute
 //     agrees with the trio, and readinesstest finds no rule broken;
 //   - one first-Ready outcome per object UID, as the metrics doc promises
@@ -1482,7 +1540,7 @@ func TestPipeline(t *testing.T) {
 	before := runtime.NumGoroutine()
 	var total verdict
 	failed, standby, longDeadline, failing, twice, writesRefused := 0, 0, 0, 0, 0, 0
-	informerStreams, twoInformers := 0, 0
+	informerStreams, twoInformers, crdMissing, crdInstalled := 0, 0, 0, 0
 	for i := range *pipelineHistories {
 		seed := *pipelineSeed + uint64(i)
 		h := generate(seed, &chooser{Rng: rand.New(rand.NewPCG(seed, 19))})
@@ -1506,6 +1564,12 @@ func TestPipeline(t *testing.T) {
 		}
 		if slices.ContainsFunc(h.streams, func(s streamSpec) bool { return s.informers > 1 }) {
 			twoInformers++
+		}
+		if h.crd >= 0 {
+			crdMissing++
+			if slices.ContainsFunc(h.steps, func(s step) bool { return strings.HasSuffix(s.desc, " CRD installed") }) {
+				crdInstalled++
+			}
 		}
 		var v verdict
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
@@ -1533,8 +1597,8 @@ func TestPipeline(t *testing.T) {
 	// wgctrl's Owner), streams with a ProgressDeadline of 10 minutes,
 	// Reconciles that fail, a status step called twice per Reconcile,
 	// informers merged by watch.Streams (two of one kind at once).
-	fmt.Printf("pipeline: worlds standby_writers=%d progress_deadline_10m=%d failing_reconciles=%d step_twice=%d status_writes_refused=%d informer_streams=%d two_informers=%d\n",
-		standby, longDeadline, failing, twice, writesRefused, informerStreams, twoInformers)
+	fmt.Printf("pipeline: worlds standby_writers=%d progress_deadline_10m=%d failing_reconciles=%d step_twice=%d status_writes_refused=%d informer_streams=%d two_informers=%d kinds_not_served=%d crds_installed_later=%d\n",
+		standby, longDeadline, failing, twice, writesRefused, informerStreams, twoInformers, crdMissing, crdInstalled)
 	if leaks > 0 {
 		t.Errorf("%d goroutines more than before the histories", leaks)
 	}

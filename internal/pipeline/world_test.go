@@ -83,6 +83,11 @@ type server struct {
 	actions   []time.Duration
 	// handler is the handler fault in force, if any.
 	handler *interval
+	// served is whether the API server serves the stream's kind (its CRD
+	// is installed); installed is when it was installed, 0 for a kind
+	// served from the start, -1 while it is not served.
+	served    bool
+	installed time.Duration
 }
 
 // interval is one fault, in force from start to end (-1 while it is).
@@ -152,6 +157,10 @@ func newWorld(t *testing.T, h history) *world {
 			i: i, name: fmt.Sprint("s", i), gr: schema.GroupResource{Resource: "configmaps"},
 			srv: watchtest.NewServer(spec.server), spec: spec,
 			truth: map[string]string{}, faults: map[slot]watchtest.Faults{}, open: map[slot]*interval{},
+			served: h.crd != i,
+		}
+		if !s.served {
+			s.installed = -1
 		}
 		w.servers = append(w.servers, s)
 	}
@@ -294,6 +303,20 @@ func (w *world) action(i int, kind actionKind) {
 	case actionFail:
 		s.srv.FailWatches(apierrors.NewInternalError(errors.New("unable to decode an event from the watch stream: stream error: INTERNAL_ERROR")))
 	}
+}
+
+// installCRD has the API server serve stream i's kind from now on.
+func (w *world) installCRD(i int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.servers[i].served, w.servers[i].installed = true, w.now()
+}
+
+// isServed reports whether the API server serves stream i's kind now.
+func (w *world) isServed(i int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.servers[i].served
 }
 
 func (w *world) advance(i int, n int) { w.servers[i].srv.AdvanceRevision(n) }
