@@ -25,8 +25,8 @@ import (
 	"github.com/watchgrade/watchgrade/internal/judgekit"
 	wgmetrics "github.com/watchgrade/watchgrade/metrics"
 	wgreadiness "github.com/watchgrade/watchgrade/readiness"
-	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 	"github.com/watchgrade/watchgrade/readiness/readinesstest"
+	wgstatus "github.com/watchgrade/watchgrade/readiness/status"
 	wgwatch "github.com/watchgrade/watchgrade/watch"
 	"github.com/watchgrade/watchgrade/watch/watchtest"
 )
