@@ -101,7 +101,10 @@
 // [ReasonNamespaceNotWatched]), and a kind the API server does not serve
 // once it has not been served for [Options.HumanGrace]
 // ([Writer.NotServed]: its stream Blocked under every name an owner
-// follows it by, [watch.ReasonResourceNotFound], until [Writer.Served]).
+// follows it by, [watch.ReasonResourceNotFound], until [Writer.Served];
+// [Writer.AwaitInformer] asks whether the kind is served, reports it, and
+// starts its informer once it is, one call per kind that may not be
+// installed yet).
 // [Writer.Forget] forgets a deleted owner everywhere, what it depends on
 // included; [Writer.TrackedNamespaces] says which namespaces the owners
 // tracked need informers in. [Writer.OwnerHandler] is the owner

@@ -86,6 +86,47 @@ func ExampleWriter_NotServed() {
 	// served: Progressing Starting
 }
 
+// A client-go controller depends on Backups, whose CRD may be installed
+// after it starts: AwaitInformer reports the kind while the API server
+// does not serve it, and starts its informer once it does. Served would
+// ask a RESTMapper (meta.IsNoMatchError: not served); this one is
+// installed at the third ask.
+func ExampleWriter_AwaitInformer() {
+	acc, _ := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{})
+	w, _ := wgstatus.New(wgstatus.Options{
+		Accumulator: acc, Streams: &watch.Streams{}, HumanGrace: time.Millisecond,
+		Update: func(_ context.Context, obj runtime.Object) (runtime.Object, error) { return obj, nil },
+	})
+	key := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	const backups = "Backup.v1.example.dev"
+	w.Track(key, wgstatus.Dependencies{Kinds: []string{backups}})
+	verdict := func(when string) {
+		g := acc.Gates(key)[0] // the kind's stream
+		fmt.Printf("%s: %s %s\n", when, g.Level, g.Reason)
+	}
+	asks := 0
+	err := w.AwaitInformer(context.Background(), wgstatus.Kind{
+		Name: backups, Resource: schema.GroupResource{Group: "example.dev", Resource: "backups"},
+		Every: 10 * time.Millisecond,
+		Served: func(context.Context) (bool, error) {
+			asks++
+			verdict(fmt.Sprint("ask ", asks))
+			return asks == 3, nil
+		},
+		Start: func(context.Context) error {
+			fmt.Println("informer started") // informer.Run, say, in a goroutine
+			return nil
+		},
+	})
+	verdict(fmt.Sprint("returned ", err))
+	// Output:
+	// ask 1: Progressing Starting
+	// ask 2: Progressing Starting
+	// ask 3: Stalled ResourceNotFound
+	// informer started
+	// returned <nil>: Progressing Starting
+}
+
 // A cache restricted to namespaces made no informer of a kind in one an
 // owner depends on it in: the owner is Stalled, not waiting for ever.
 func ExampleWriter_NotWatched() {
