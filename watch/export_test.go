@@ -32,3 +32,6 @@ func (p *publisher) setOnRow(f func(time.Time, string)) {
 	defer p.mu.Unlock()
 	p.onRow = f
 }
+
+// AnsweredHandler is the watch error handler StreamInformer.Informer sets.
+var AnsweredHandler = answeredHandler

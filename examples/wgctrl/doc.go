@@ -186,8 +186,10 @@
 // The rules are the root module's, where the judges play them:
 // wgstatus.Writer decides and writes the status, stands by, and tracks
 // what each owner depends on (kinds by namespace, unknown streams,
-// namespaces not watched, kinds not served); wgwatch.Streams merges the
-// informers of a kind and holds the probe's rule. wgctrl is wiring of
+// namespaces not watched, kinds not served, and AwaitInformer's wait for
+// a kind to be served); wgwatch.Streams merges the informers of a kind
+// and holds the probe's rule, and StreamInformer.Informer wraps each
+// informer so that Streams learns when it stops. wgctrl is wiring of
 // what only controller-runtime needs: the manager's hooks
 // (ManagerOptions: the cache's informers and the reflectors' logger),
 // the Builder that says the watched kinds once, the Requeue source into

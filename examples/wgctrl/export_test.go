@@ -16,7 +16,5 @@ func (g *Grader) Namespaces(name string) []string {
 
 var NamespaceInPath = namespaceInPath
 
-var AnsweredHandler = answeredHandler
-
 // DeleteEvent hands the Owner the owner informer's delete event of obj.
 func (o *Owner) DeleteEvent(obj client.Object) { o.ownerHandler().OnDelete(obj) }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -378,9 +377,7 @@ func (g *Grader) newInformerIn(build func(toolscache.ListerWatcher, runtime.Obje
 		g.log.Error(err, "informer is not graded", "stream", name)
 		return build(lw, obj, resync, indexers)
 	}
-	built := build(ilw, obj, resync, indexers)
-	inf.SetSynced(built.HasSynced)
-	return &stoppingInformer{SharedIndexInformer: built, stopping: inf.Stopping, stopped: inf.Stopped, opened: inf.Opened}
+	return inf.Informer(build(ilw, obj, resync, indexers))
 }
 
 // missingNamespaces returns the namespaces of namespaces in which the
@@ -418,79 +415,6 @@ func (g *Grader) configuredNamespaces(name string) []string {
 		return nil
 	}
 	return nss
-}
-
-// stoppingInformer is an informer that tells the Grader when it has
-// stopped: its Run returned (the cache's RemoveInformer, or the manager
-// stopping).
-type stoppingInformer struct {
-	toolscache.SharedIndexInformer
-	stopping, stopped func()
-	opened            func() int
-}
-
-// SetWatchErrorHandlerWithContext sets h (the manager's cache sets
-// cache.Options.DefaultWatchErrorHandler, [wgwatch.WatchErrorLogger] with
-// ManagerOptions) so that it also learns of a watch that opened between
-// two of the reflector's errors: before the second, h is handed a close
-// (io.EOF), the server having answered, so that a denial repaired and made
-// again soon after is two stretches of trouble, not one that began with
-// the first (the reflector hands its handler only errors, and a watch
-// that stayed open for a few seconds between two is otherwise unseen).
-// A watch refused at its opening every time (RBAC that allows list and
-// not watch) opens none, and stays one stretch.
-func (i *stoppingInformer) SetWatchErrorHandlerWithContext(h toolscache.WatchErrorHandlerWithContext) error {
-	return i.SharedIndexInformer.SetWatchErrorHandlerWithContext(answeredHandler(h, i.opened))
-}
-
-// answeredHandler is h, handed a close (io.EOF) before an error when
-// opened (the watches that opened so far) has grown since the error
-// before it.
-func answeredHandler(h toolscache.WatchErrorHandlerWithContext, opened func() int) toolscache.WatchErrorHandlerWithContext {
-	var mu sync.Mutex
-	seen := -1
-	return func(ctx context.Context, r *toolscache.Reflector, err error) {
-		n := opened()
-		mu.Lock()
-		answered := seen >= 0 && n != seen
-		seen = n
-		mu.Unlock()
-		if answered && err != nil && !errors.Is(err, io.EOF) {
-			h(ctx, r, io.EOF)
-		}
-		h(ctx, r, err)
-	}
-}
-
-func (i *stoppingInformer) Run(stop <-chan struct{}) {
-	defer i.stopped()
-	defer i.whenStopping(stop)()
-	i.SharedIndexInformer.Run(stop)
-}
-
-func (i *stoppingInformer) RunWithContext(ctx context.Context) {
-	defer i.stopped()
-	defer i.whenStopping(ctx.Done())()
-	i.SharedIndexInformer.RunWithContext(ctx)
-}
-
-// whenStopping calls i.stopping once stop is closed, if it is before the
-// function it returns is called (when Run returns).
-func (i *stoppingInformer) whenStopping(stop <-chan struct{}) func() {
-	returned := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		select {
-		case <-stop:
-			i.stopping()
-		case <-returned:
-		}
-	}()
-	return func() {
-		close(returned)
-		<-done
-	}
 }
 
 // ReadyzCheck is a healthz.Checker for the manager's readiness probe,

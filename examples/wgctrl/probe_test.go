@@ -3,8 +3,6 @@ package wgctrl_test
 import (
 	"context"
 	"errors"
-	"io"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -82,30 +80,5 @@ func TestReadyzCheckFollowsEachInformer(t *testing.T) {
 				}
 			})
 		})
-	}
-}
-
-// A watch that opened between two of a reflector's errors is a close to
-// the watch error handler, handed before the second: a denial repaired
-// and made again is two stretches of trouble. Errors with no watch
-// opened between them (a watch refused at its opening every time) stay
-// one.
-func TestWatchErrorHandlerLearnsOfAWatchOpenedBetweenErrors(t *testing.T) {
-	var got []string
-	opened := 0
-	h := wgctrl.AnsweredHandler(func(_ context.Context, _ *toolscache.Reflector, err error) {
-		got = append(got, err.Error())
-	}, func() int { return opened })
-	forbidden := errors.New("forbidden")
-	h(context.Background(), nil, forbidden)
-	h(context.Background(), nil, forbidden)
-	opened++ // a watch opened, and ended
-	h(context.Background(), nil, forbidden)
-	h(context.Background(), nil, forbidden)
-	opened++
-	h(context.Background(), nil, io.EOF) // a close: not doubled
-	want := []string{"forbidden", "forbidden", "EOF", "forbidden", "forbidden", "EOF"}
-	if !slices.Equal(got, want) {
-		t.Errorf("handed %q, want %q", got, want)
 	}
 }

@@ -658,9 +658,8 @@ func (p *process) startRunner(i int) *runner {
 			}
 			// A second informer of the kind, as a cache makes one per
 			// representation it is asked for (typed, metadata-only).
-			inf := cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{})
-			member.SetSynced(inf.HasSynced)
-			running.Go(func() { inf.RunWithContext(ctx); member.Stopped() })
+			inf := member.Informer(cache.NewSharedIndexInformer(ilw, &corev1.ConfigMap{}, 0, cache.Indexers{}))
+			running.Go(func() { inf.RunWithContext(ctx) })
 			if k > 0 {
 				continue
 			}
