@@ -61,7 +61,6 @@ func TestStreamInformerTellsTheProbe(t *testing.T) {
 	})
 }
 
-
 // A watch that opened between two of a reflector's errors is a close to
 // the watch error handler, handed before the second: a denial repaired
 // and made again is two stretches of trouble. Errors with no watch
