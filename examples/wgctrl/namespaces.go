@@ -139,7 +139,7 @@ func (o *Owner) FollowNamespaces(f func(owner client.Object) []string) {
 func (o *Owner) dependencies(owner metav1.Object) wgstatus.Dependencies {
 	key := types.NamespacedName{Namespace: owner.GetNamespace(), Name: owner.GetName()}
 	o.mu.Lock()
-	f, extra := o.followFunc, o.extra[key]
+	f := o.followFunc
 	o.mu.Unlock()
 	var nss []string
 	if co, ok := owner.(client.Object); ok && f != nil {
@@ -148,5 +148,5 @@ func (o *Owner) dependencies(owner metav1.Object) wgstatus.Dependencies {
 	if len(nss) == 0 && key.Namespace != "" {
 		nss = []string{key.Namespace}
 	}
-	return wgstatus.Dependencies{Kinds: o.Streams(), Namespaces: nss, Streams: extra}
+	return wgstatus.Dependencies{Kinds: o.Streams(), Namespaces: nss}
 }

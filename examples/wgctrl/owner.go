@@ -112,8 +112,6 @@ type Owner struct {
 	// requeueMade is true once Requeue has made the source that sets it.
 	queue       workqueue.TypedRateLimitingInterface[reconcile.Request]
 	requeueMade bool
-	// extra holds the streams each owner tracks beyond the kinds'.
-	extra map[types.NamespacedName][]string
 	// followFunc is FollowNamespaces' function.
 	followFunc func(client.Object) []string
 	// gr is the owner kind's resource, once the RESTMapper has said.
@@ -211,7 +209,6 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 		},
 		cfg:   cfg,
 		log:   g.log.WithValues("owner", gvk.Kind),
-		extra: map[types.NamespacedName][]string{},
 	}
 	if err := o.watch(deps...); err != nil {
 		return nil, err
@@ -349,20 +346,10 @@ func (o *Owner) RequeueAdded() bool {
 // name that does not follow [StreamName] is a Warning, not a Reconciling
 // that never ends.
 func (o *Owner) Track(key types.NamespacedName, streams ...string) {
-	o.mu.Lock()
-	if len(streams) == 0 {
-		delete(o.extra, key)
-	} else {
-		o.extra[key] = slices.Clone(streams)
+	if _, ok := o.status.Tracked(key); !ok {
+		o.status.Track(key, o.dependencies(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}))
 	}
-	o.mu.Unlock()
-	d, ok := o.status.Tracked(key)
-	if !ok {
-		meta := &metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}
-		d = o.dependencies(meta)
-	}
-	d.Streams = slices.Clone(streams)
-	o.status.Track(key, d)
+	o.status.TrackStreams(key, streams...)
 }
 
 // Status is the last step of Reconcile, deferred so that it runs whatever
@@ -420,7 +407,7 @@ func (o *Owner) Status(ctx context.Context, obj client.Object, res reconcile.Res
 			obj.SetResourceVersion(u.GetResourceVersion())
 		}
 	case wgstatus.Deleted:
-		o.forget(key, obj.GetUID())
+		o.status.Forget(key, obj.GetUID())
 		return res, nil
 	case wgstatus.Cancelled:
 		// The manager is stopping: the next one reconciles the owner
@@ -714,23 +701,9 @@ func (o *Owner) informerError(obj client.Object, err error, notServed func()) {
 }
 
 // ownerHandler is the owner kind's informer's handler: the status step's
-// ([wgstatus.Writer.OwnerHandler]), with what the Owner keeps of each.
+// ([wgstatus.Writer.OwnerHandler]).
 func (o *Owner) ownerHandler() toolscache.ResourceEventHandler {
-	return o.status.OwnerHandler(wgstatus.OwnerEvents{Dependencies: o.dependencies, Changed: o.changed, Deleted: o.forgetExtra})
-}
-
-// forget drops key, deleted: everywhere the status step holds it (gates,
-// streams, its time-to-first-Ready claim), and its tracked extras.
-func (o *Owner) forget(key types.NamespacedName, uid types.UID) {
-	o.status.Forget(key, uid)
-	o.forgetExtra(key)
-}
-
-// forgetExtra drops the streams key's owner tracked beyond the kinds'.
-func (o *Owner) forgetExtra(key types.NamespacedName) {
-	o.mu.Lock()
-	delete(o.extra, key)
-	o.mu.Unlock()
+	return o.status.OwnerHandler(wgstatus.OwnerEvents{Dependencies: o.dependencies, Changed: o.changed})
 }
 
 // kindOf names obj's kind for a log line ("ConfigMap.v1", whatever its

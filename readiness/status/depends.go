@@ -68,6 +68,27 @@ func (w *Writer) Track(key types.NamespacedName, d Dependencies) {
 	w.track(key, d)
 }
 
+// TrackStreams sets further streams the owner key depends on, beyond
+// those its Dependencies name: an informer your Reconcile makes for this
+// owner, say (make it before: with [Options.Streams] set, a name no
+// informer has is a Stalled gate, [ReasonUnknownStream]). They are kept
+// when the owner is tracked again ([Writer.Track], [Writer.OwnerHandler]
+// as its dependencies change) until the next TrackStreams; none clears
+// them. [Writer.Forget] forgets them.
+func (w *Writer) TrackStreams(key types.NamespacedName, streams ...string) {
+	w.tracking.Lock()
+	defer w.tracking.Unlock()
+	w.mu.Lock()
+	if len(streams) == 0 {
+		delete(w.extra, key)
+	} else {
+		w.extra[key] = slices.Clone(streams)
+	}
+	d := w.deps[key]
+	w.mu.Unlock()
+	w.track(key, d)
+}
+
 // normalized is a copy of d as Track keeps it: its namespaces sorted,
 // each once.
 func (d Dependencies) normalized() Dependencies {
@@ -81,6 +102,13 @@ func (d Dependencies) normalized() Dependencies {
 // accumulator tracks is what w.deps holds.
 func (w *Writer) track(key types.NamespacedName, d Dependencies) {
 	acc := w.opts.Accumulator
+	w.mu.Lock()
+	if extra := w.extra[key]; len(extra) > 0 {
+		d.Streams = slices.Concat(d.Streams, extra)
+		slices.Sort(d.Streams)
+		d.Streams = slices.Compact(d.Streams)
+	}
+	w.mu.Unlock()
 	var streams []string
 	stalled := map[string]bool{}
 	for _, kind := range d.Kinds {

@@ -74,6 +74,39 @@ func TestTrackGatesAStreamNoInformerHas(t *testing.T) {
 	}
 }
 
+// TestTrackStreamsAreKeptWhenTrackedAgain: the streams a Reconcile adds
+// for one owner stand when the owner is tracked again (its informer's
+// update, a namespace's informer made), until TrackStreams changes them
+// or the owner is forgotten.
+func TestTrackStreamsAreKeptWhenTrackedAgain(t *testing.T) {
+	f := newDependsFixture(t, &watch.Streams{})
+	f.streams.Add(kind, "", nil)
+	f.streams.Add("Secret.v1", "team-a", nil)
+	has := func(name string) bool { _, ok := f.gate(key, name); return ok }
+	f.w.Track(key, wgstatus.Dependencies{Kinds: []string{kind}})
+	f.w.TrackStreams(key, "team-a/Secret.v1")
+	f.w.Track(key, wgstatus.Dependencies{Kinds: []string{kind}, Namespaces: []string{"shop"}})
+	f.w.Retrack(kind)
+	if !has("team-a/Secret.v1") || !has(kind) {
+		t.Fatalf("gates %+v after tracking again, want the kind's and team-a/Secret.v1", f.acc.Gates(key))
+	}
+	if d, _ := f.w.Tracked(key); len(d.Streams) != 0 {
+		t.Errorf("Tracked = %+v, want the Dependencies as given (no streams)", d)
+	}
+	f.w.TrackStreams(key, "Unknown.v1")
+	if has("team-a/Secret.v1") {
+		t.Error("team-a/Secret.v1 still followed after TrackStreams replaced it")
+	}
+	if g, _ := f.gate(key, "Unknown.v1"); g.Reason != wgstatus.ReasonUnknownStream {
+		t.Errorf("gate Unknown.v1 = %+v, want Stalled %s", g, wgstatus.ReasonUnknownStream)
+	}
+	f.w.Forget(key, "")
+	f.w.Track(key, wgstatus.Dependencies{Kinds: []string{kind}})
+	if has("Unknown.v1") {
+		t.Error("a forgotten owner's streams came back when it was tracked again")
+	}
+}
+
 func TestTrackWithoutStreamsKnowsNoUnknownStream(t *testing.T) {
 	f := newDependsFixture(t, nil)
 	f.w.Track(key, wgstatus.Dependencies{Kinds: []string{kind}, Streams: []string{"Secret.v1"}})

@@ -105,8 +105,9 @@
 // [Writer.AwaitInformer] asks whether the kind is served, reports it, and
 // starts its informer once it is, one call per kind that may not be
 // installed yet).
-// [Writer.Forget] forgets a deleted owner everywhere, what it depends on
-// included; [Writer.TrackedNamespaces] says which namespaces the owners
+// [Writer.TrackStreams] adds streams one owner depends on beyond its
+// Dependencies, kept as it is tracked again. [Writer.Forget] forgets a
+// deleted owner everywhere, what it depends on included; [Writer.TrackedNamespaces] says which namespaces the owners
 // tracked need informers in. [Writer.OwnerHandler] is the owner
 // informer's handler that does all of it: each owner sighted, tracked
 // when what it depends on changed, queued when that or its generation

@@ -205,6 +205,8 @@ type Writer struct {
 	tracking sync.Mutex
 	// deps holds what each owner tracked depends on (Track).
 	deps map[types.NamespacedName]Dependencies
+	// extra holds, by owner, the streams TrackStreams set.
+	extra map[types.NamespacedName][]string
 	// notWatched holds, as watch.NamespacedStream, the kinds the cache
 	// made no informer of in a namespace (NotWatched).
 	notWatched map[string]bool
@@ -280,6 +282,7 @@ func New(opts Options) (*Writer, error) {
 		failing:    make(map[types.NamespacedName]failure),
 		troubled:   make(map[types.NamespacedName]trouble),
 		deps:       make(map[types.NamespacedName]Dependencies),
+		extra:      make(map[types.NamespacedName][]string),
 		notWatched: make(map[string]bool),
 		notServed:  make(map[string]time.Time),
 		pending:    make(map[types.NamespacedName]struct{}),
@@ -452,6 +455,7 @@ func (w *Writer) forget(key types.NamespacedName, uid types.UID, remember bool) 
 	delete(w.failing, key)
 	delete(w.troubled, key)
 	delete(w.deps, key)
+	delete(w.extra, key)
 	delete(w.pending, key)
 	now := w.opts.Clock.Now()
 	for k, g := range w.gone {
