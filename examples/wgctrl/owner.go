@@ -207,8 +207,8 @@ func (g *Grader) NewOwner(cfg OwnerConfig, owner client.Object, deps ...client.O
 			}
 			return co, nil
 		},
-		cfg:   cfg,
-		log:   g.log.WithValues("owner", gvk.Kind),
+		cfg: cfg,
+		log: g.log.WithValues("owner", gvk.Kind),
 	}
 	if err := o.watch(deps...); err != nil {
 		return nil, err
