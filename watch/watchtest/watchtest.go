@@ -439,6 +439,19 @@ func Forbidden() error {
 		errors.New(`User "system:serviceaccount:default:controller" cannot watch resource "configmaps"`))
 }
 
+// ForbiddenFor returns the 403 the API server answers a watch of
+// resource in namespace ("" for every namespace) with when RBAC denies it,
+// worded as the real server words it ("... cannot watch resource
+// \"secrets\" in API group \"\" in the namespace \"team-a\"", or "at the
+// cluster scope").
+func ForbiddenFor(resource schema.GroupResource, namespace string) error {
+	where := "at the cluster scope"
+	if namespace != "" {
+		where = fmt.Sprintf("in the namespace %q", namespace)
+	}
+	return apierrors.NewForbidden(resource, "", fmt.Errorf(`User "system:serviceaccount:default:controller" cannot watch resource %q in API group %q %s`, resource.Resource, resource.Group, where))
+}
+
 // NotFound returns a 404 for the collection, as a missing CRD gives.
 func NotFound() error {
 	return apierrors.NewNotFound(schema.GroupResource{Group: "example.com", Resource: "widgets"}, "")

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -164,4 +165,24 @@ func ExampleListerWatcher() {
 	// ADDED
 	// ERROR true
 	// Watch 4
+}
+
+// ForbiddenFor words a denial as the real API server does, in a
+// namespace and at the cluster scope.
+func TestForbiddenForNamesTheResourceAndTheScope(t *testing.T) {
+	for _, tc := range []struct {
+		namespace, want string
+	}{
+		{"team-a", `secrets is forbidden: User "system:serviceaccount:default:controller" cannot watch resource "secrets" in API group "" in the namespace "team-a"`},
+		{"", `widgets.example.com is forbidden: User "system:serviceaccount:default:controller" cannot watch resource "widgets" in API group "example.com" at the cluster scope`},
+	} {
+		gr := schema.GroupResource{Resource: "secrets"}
+		if tc.namespace == "" {
+			gr = schema.GroupResource{Group: "example.com", Resource: "widgets"}
+		}
+		err := watchtest.ForbiddenFor(gr, tc.namespace)
+		if !apierrors.IsForbidden(err) || err.Error() != tc.want {
+			t.Errorf("ForbiddenFor(%v, %q) = %v, want a 403 %q", gr, tc.namespace, err, tc.want)
+		}
+	}
 }

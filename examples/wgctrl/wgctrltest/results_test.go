@@ -257,3 +257,28 @@ func TestRolloutChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// A denial names the kind denied and the namespace, as the real API
+// server words it: the Stalled message tells the human which Role to fix.
+func TestDenyNamesTheKindAndTheNamespace(t *testing.T) {
+	key := types.NamespacedName{Namespace: "team-a", Name: "gb"}
+	op := guestbookOperator(guestbook(key.Namespace, key.Name))
+	op.SetupWithManager = nil
+	op.Namespaces = []string{"team-a", "team-b"}
+	op.Watches = []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}
+	op.Reconciler = func(c client.Client, readiness *wgctrl.Owner) reconcile.Reconciler {
+		return &GuestbookReconciler{Client: c, Readiness: readiness}
+	}
+	res := wgctrltest.Run(t, op, wgctrltest.Wait(time.Minute), wgctrltest.Deny(&corev1.Secret{}, "team-a"), wgctrltest.Wait(time.Minute))
+	var stalled string
+	for _, c := range res.Conditions(key) {
+		if c.Type == "Stalled" {
+			stalled = c.Message
+		}
+	}
+	for _, want := range []string{`resource "secrets"`, `in the namespace "team-a"`} {
+		if !strings.Contains(stalled, want) {
+			t.Errorf("Stalled message %q does not say %s", stalled, want)
+		}
+	}
+}

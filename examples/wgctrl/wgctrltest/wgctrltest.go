@@ -234,8 +234,8 @@ func Wait(d time.Duration) Step {
 // ("" for every namespace), as a RoleBinding removed does: 403 Forbidden,
 // open watches cut.
 func Deny(kind client.Object, namespace string) Step {
-	return serverStep("deny", kind, namespace, func(s *watchtest.Server) {
-		s.SetFaults(watchtest.Faults{Err: watchtest.Forbidden()})
+	return serverStep("deny", kind, namespace, func(s *watchtest.Server, gr schema.GroupResource, namespace string) {
+		s.SetFaults(watchtest.Faults{Err: watchtest.ForbiddenFor(gr, namespace)})
 		s.CloseWatches()
 	})
 }
@@ -243,7 +243,7 @@ func Deny(kind client.Object, namespace string) Step {
 // Allow takes back every fault of kind's server in namespace ("" for
 // every namespace): the human fixed the Role, or the outage is over.
 func Allow(kind client.Object, namespace string) Step {
-	return serverStep("allow", kind, namespace, func(s *watchtest.Server) { s.SetFaults(watchtest.Faults{}) })
+	return serverStep("allow", kind, namespace, func(s *watchtest.Server, _ schema.GroupResource, _ string) { s.SetFaults(watchtest.Faults{}) })
 }
 
 // Outage refuses every connection to the API server for d, as a
@@ -322,7 +322,7 @@ func (w *world) outageEnds() error {
 // control plane does. It takes n×gap of virtual time.
 func ExpiryStorm(kind client.Object, n int, gap time.Duration) Step {
 	return Step{name: fmt.Sprintf("410 storm %d×%s", n, gap), do: func(w *world) error {
-		servers, err := w.serversOf(kind, "")
+		servers, _, err := w.serversOf(kind, "")
 		if err != nil {
 			return err
 		}
@@ -535,7 +535,7 @@ func (w *world) delete(key types.NamespacedName) error {
 	return nil
 }
 
-func serverStep(verb string, kind client.Object, namespace string, do func(*watchtest.Server)) Step {
+func serverStep(verb string, kind client.Object, namespace string, do func(s *watchtest.Server, gr schema.GroupResource, namespace string)) Step {
 	name := verb + " " + fmt.Sprintf("%T", kind)
 	if namespace != "" {
 		name += " in " + namespace
@@ -544,11 +544,18 @@ func serverStep(verb string, kind client.Object, namespace string, do func(*watc
 		if w.down != nil {
 			return fmt.Errorf("%s during an outage (OutageBegins): end it first", name)
 		}
-		servers, err := w.serversOf(kind, namespace)
+		servers, nss, err := w.serversOf(kind, namespace)
 		if err != nil {
 			return err
 		}
-		settled(servers, do)
+		gr := schema.GroupResource{Resource: fmt.Sprintf("%T", kind)} // what the mapper cannot map
+		if gvk, err := apiutil.GVKForObject(kind, w.op.Scheme); err == nil {
+			if m, err := w.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+				gr = m.Resource.GroupResource()
+			}
+		}
+		k := 0
+		settled(servers, func(s *watchtest.Server) { do(s, gr, nss[k]); k++ })
 		return nil
 	}}
 }
@@ -1039,26 +1046,28 @@ func (w *world) allServers() []*watchtest.Server {
 }
 
 // serversOf returns kind's servers in namespace, or all of them for "".
-func (w *world) serversOf(kind client.Object, namespace string) ([]*watchtest.Server, error) {
+func (w *world) serversOf(kind client.Object, namespace string) ([]*watchtest.Server, []string, error) {
 	gvk, err := apiutil.GVKForObject(kind, w.op.Scheme)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	name := wgctrl.StreamName(gvk)
 	nss, ok := w.kinds[name]
 	if !ok {
-		return nil, fmt.Errorf("%s is not among the Operator's Watches", name)
+		return nil, nil, fmt.Errorf("%s is not among the Operator's Watches", name)
 	}
 	var out []*watchtest.Server
+	var in []string
 	for _, ns := range nss {
 		if namespace == "" || ns == namespace || ns == "" {
 			out = append(out, w.servers[name+"/"+ns])
+			in = append(in, ns)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("the cache has no informer of %s in namespace %q (Operator.Namespaces)", name, namespace)
+		return nil, nil, fmt.Errorf("the cache has no informer of %s in namespace %q (Operator.Namespaces)", name, namespace)
 	}
-	return out, nil
+	return out, in, nil
 }
 
 // statusUpdate counts a status write of an owner, or fails it with a
