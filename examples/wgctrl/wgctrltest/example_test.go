@@ -311,3 +311,30 @@ func ExampleRefuseWrites() {
 	// status writes: 2 warnings: 1
 	// false
 }
+
+// The wiring main.go runs once the manager is made, in a function of its
+// own that main.go calls and the table test passes as Operator.Main: the
+// kit runs it, the readiness check included, and a Rollout waits for that
+// check.
+func ExampleOperator_main() {
+	key := types.NamespacedName{Namespace: "shop", Name: "gb"}
+	op := guestbookOperator(guestbook(key.Namespace, key.Name))
+	op.SetupWithManager = nil
+	op.Main = func(mgr manager.Manager, grade *wgctrl.Grader) error {
+		readiness, err := grade.Owner(mgr, &Guestbook{})
+		if err != nil {
+			return err
+		}
+		if err := (&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+		return mgr.AddReadyzCheck("watches", grade.ReadyzCheck)
+	}
+	t := &testing.T{} // in a test function, its own t
+	res := wgctrltest.Run(t, op, wgctrltest.Wait(time.Minute), wgctrltest.Rollout(), wgctrltest.Wait(time.Minute))
+	fmt.Println(status(res.Conditions(key)))
+	fmt.Println("status writes:", res.StatusWrites(key))
+	// Output:
+	// Ready=True/Established
+	// status writes: 1
+}

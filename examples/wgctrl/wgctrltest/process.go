@@ -3,7 +3,10 @@ package wgctrltest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing/synctest"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -24,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
+	wgwatch "github.com/watchgrade/watchgrade/watch"
 )
 
 // process is one process of the operator: a Grader, an Owner and its
@@ -55,6 +60,9 @@ type process struct {
 	replaced chan struct{}
 	done     int
 	ready    chan struct{}
+	// readyz is the process's readiness probe: Operator.Main's checks, or
+	// the Grader's.
+	readyz func(*http.Request) error
 	// ownerHandlers are the handlers added to the owner kind's informer,
 	// under ownerMu (see informer).
 	ownerMu       sync.Mutex
@@ -123,22 +131,31 @@ func (w *world) start(elected <-chan struct{}) (*process, error) {
 		close(now)
 		lease = now
 	}
-	owner, err := grade.NewOwner(wgctrl.OwnerConfig{Client: w.client, APIReader: w.apiReader(), Recorder: recorder{w.result}, Informers: informers{w, p}, Elected: lease}, w.op.Owner, deps...)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if w.op.Setup != nil {
-		w.op.Setup(owner)
-	}
+	p.readyz = grade.ReadyzCheck
+	var owner *wgctrl.Owner
 	var r reconcile.Reconciler
-	if w.op.SetupWithManager != nil {
-		if r, err = setup(w.op, w.client, w.apiReader(), owner, nil, built{}); err != nil {
+	if w.op.Main != nil {
+		if owner, r, err = p.main(w, grade, lease, elected == nil); err != nil {
 			cancel()
 			return nil, err
 		}
 	} else {
-		r = w.op.Reconciler(w.client, owner)
+		if owner, err = grade.NewOwner(wgctrl.OwnerConfig{Client: w.client, APIReader: w.apiReader(), Recorder: recorder{w.result}, Informers: informers{w, p}, Elected: lease}, w.op.Owner, deps...); err != nil {
+			cancel()
+			return nil, err
+		}
+		if w.op.Setup != nil {
+			w.op.Setup(owner)
+		}
+		if w.op.SetupWithManager != nil {
+			m := &setupManager{client: w.client, apiReader: w.apiReader(), scheme: w.op.Scheme, indexer: built{}}
+			if r, _, err = setup(w.op, m, owner); err != nil {
+				cancel()
+				return nil, err
+			}
+		} else {
+			r = w.op.Reconciler(w.client, owner)
+		}
 	}
 	requeue := owner.Requeue()
 	c, err := p.controller(w, r, requeue)
@@ -524,8 +541,57 @@ func (p *process) deleted(obj client.Object) {
 	p.enqueue(client.ObjectKeyFromObject(obj))
 }
 
+// main runs Operator.Main on a manager of the process's parts (its
+// cache, the kit's client and recorder, the lease) and returns the Owner
+// it made and the controller it built. Its readiness checks are the
+// process's probe; with the lease held (elected), they are checked
+// against the Grader's before any informer exists: one that passes while
+// the Grader's fails (healthz.Ping) fails the run, naming the mistake.
+// The owner kind's informer is not graded (the kit's owners go through no
+// simulated server): the Grader is told it has synced.
+func (p *process) main(w *world, grade *wgctrl.Grader, lease <-chan struct{}, elected bool) (*wgctrl.Owner, reconcile.Reconciler, error) {
+	m := &setupManager{client: w.client, apiReader: w.apiReader(), scheme: w.op.Scheme, cache: processCache{inf: informers{w, p}},
+		indexer: built{}, grade: grade, recorder: recorder{w.result}, elected: lease}
+	ctl, owner, err := setup(w.op, m, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if w.op.Setup != nil {
+		w.op.Setup(owner)
+	}
+	if elected {
+		if graded := grade.ReadyzCheck(nil); graded != nil && m.readyzCheck(nil) == nil {
+			var names []string
+			for _, c := range m.readyz {
+				names = append(names, strconv.Quote(c.name))
+			}
+			return nil, nil, fmt.Errorf("the readiness checks Operator.Main registers (%s) pass before any informer has synced, while grade.ReadyzCheck says %q: register mgr.AddReadyzCheck(\"watches\", grade.ReadyzCheck), not healthz.Ping, or the pod takes traffic with empty caches and a rolling update stops the old process before the new one can reconcile",
+				strings.Join(names, ", "), graded.Error())
+		}
+	}
+	p.readyz = m.readyzCheck
+	grade.Observer().StateChanged(wgwatch.State{Stream: wgctrl.StreamName(w.ownerGVK), Phase: wgwatch.PhaseStreaming, Reason: wgwatch.ReasonWatching,
+		Resource: schema.GroupResource{Group: w.ownerGVK.Group, Resource: strings.ToLower(w.ownerGVK.Kind) + "s"}})
+	return owner, ctl, nil
+}
+
+// processCache is the cache Operator.Main's manager has: the process's
+// informers; what else it is asked panics, and setup says so.
+type processCache struct {
+	cache.Cache
+	inf informers
+}
+
+func (c processCache) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	return c.inf.GetInformer(ctx, obj, opts...)
+}
+
 // recorder records each Event for its owner, as "TYPE REASON NOTE".
 type recorder struct{ res *Result }
+
+func (r recorder) AnnotatedEventf(regarding, related runtime.Object, _ map[string]string, eventtype, reason, action, note string, args ...any) {
+	r.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
 
 func (r recorder) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
 	m, err := meta.Accessor(regarding)

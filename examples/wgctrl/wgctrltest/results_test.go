@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -280,5 +281,125 @@ func TestDenyNamesTheKindAndTheNamespace(t *testing.T) {
 		if !strings.Contains(stalled, want) {
 			t.Errorf("Stalled message %q does not say %s", stalled, want)
 		}
+	}
+}
+
+// wire is the Guestbook operator's wiring as its main runs it once the
+// manager is made (Operator.Main): the Owner, the controller, the probe.
+func wire(mgr manager.Manager, grade *wgctrl.Grader) error {
+	readiness, err := grade.Owner(mgr, &Guestbook{})
+	if err != nil {
+		return err
+	}
+	if err := (&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("watches", grade.ReadyzCheck)
+}
+
+// The operator wired by the function its main calls (Operator.Main): the
+// kit runs that wiring, its probe included, through a denial and a
+// rollout as it runs SetupWithManager's.
+func TestMainRunsTheWiringMainRuns(t *testing.T) {
+	key := types.NamespacedName{Namespace: "team-a", Name: "gb"}
+	op := guestbookOperator(guestbook(key.Namespace, key.Name))
+	op.SetupWithManager, op.Main = nil, wire
+	res := wgctrltest.Run(t, op, wgctrltest.Wait(time.Minute), wgctrltest.Deny(&corev1.ConfigMap{}, ""), wgctrltest.Wait(time.Minute),
+		wgctrltest.Rollout(), wgctrltest.Wait(time.Minute), wgctrltest.Allow(&corev1.ConfigMap{}, ""), wgctrltest.Wait(time.Minute))
+	if got := status(res.Conditions(key)); got != "Ready=True/Established" {
+		t.Errorf("%s, want Ready=True/Established", got)
+	}
+	if w := res.Warnings(key); w != 1 {
+		t.Errorf("%d Warnings, want 1 (the denial; the rollout adds none)", w)
+	}
+	var probes []string
+	for _, r := range res.Timeline() {
+		if r.What == wgctrltest.RecordProbe {
+			probes = append(probes, r.Detail)
+		}
+	}
+	if len(probes) == 0 || !strings.HasPrefix(probes[0], "not ready") {
+		t.Errorf("probe records %q, want the first not ready (Main's check is the Grader's: it waits for the informers)", probes)
+	}
+}
+
+// Wiring mistakes in the function main calls fail the table test, naming
+// the mistake, as SetupWithManager's do (TestSetupWiringMistakesFail).
+func TestMainWiringMistakesFail(t *testing.T) {
+	controller := func(mgr manager.Manager, readiness *wgctrl.Owner) error {
+		return (&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness}).SetupWithManager(mgr)
+	}
+	rows := map[string]struct {
+		main func(mgr manager.Manager, grade *wgctrl.Grader) error
+		want string
+	}{
+		"healthz.Ping as the readiness check": {
+			main: func(mgr manager.Manager, grade *wgctrl.Grader) error {
+				readiness, err := grade.Owner(mgr, &Guestbook{})
+				if err != nil {
+					return err
+				}
+				if err := controller(mgr, readiness); err != nil {
+					return err
+				}
+				return mgr.AddReadyzCheck("readyz", healthz.Ping)
+			},
+			want: `not healthz.Ping`,
+		},
+		"no readiness check": {
+			main: func(mgr manager.Manager, grade *wgctrl.Grader) error {
+				readiness, err := grade.Owner(mgr, &Guestbook{})
+				if err != nil {
+					return err
+				}
+				return controller(mgr, readiness)
+			},
+			want: "registers no readiness check",
+		},
+		"no Owner": {
+			main: func(mgr manager.Manager, grade *wgctrl.Grader) error {
+				if err := ctrl.NewControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}).Complete(&GuestbookReconciler{Client: mgr.GetClient()}); err != nil {
+					return err
+				}
+				return mgr.AddReadyzCheck("watches", grade.ReadyzCheck)
+			},
+			want: "made 0 Owners",
+		},
+		"no Requeue source": {
+			main: func(mgr manager.Manager, grade *wgctrl.Grader) error {
+				readiness, err := grade.Owner(mgr, &Guestbook{}, &corev1.ConfigMap{})
+				if err != nil {
+					return err
+				}
+				if err := ctrl.NewControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}).
+					Complete(&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness}); err != nil {
+					return err
+				}
+				return mgr.AddReadyzCheck("watches", grade.ReadyzCheck)
+			},
+			want: "has no Owner.Requeue source",
+		},
+	}
+	if name := os.Getenv("WGCTRLTEST_MAIN_MISWIRED"); name != "" {
+		op := guestbookOperator(guestbook("team-a", "gb"))
+		op.SetupWithManager, op.Main = nil, rows[name].main
+		wgctrltest.Run(t, op, wgctrltest.Wait(time.Minute))
+		return
+	}
+	for name, row := range rows {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestMainWiringMistakesFail$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "WGCTRLTEST_MAIN_MISWIRED="+name)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the table test of a main with %s passed:\n%s", name, out)
+			}
+			if !strings.Contains(string(out), row.want) {
+				t.Errorf("the failure does not name the mistake (%q):\n%s", row.want, out)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package wgctrltest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -21,7 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crrecorder "sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/watchgrade/watchgrade/examples/wgctrl"
 )
@@ -37,6 +41,19 @@ type setupManager struct {
 	cache     cache.Cache
 	indexer   client.FieldIndexer
 	added     []manager.Runnable
+	// For Operator.Main: the Grader it is given, the Events' recorder,
+	// the lease, and the probes it registers.
+	grade    *wgctrl.Grader
+	recorder crrecorder.EventRecorder
+	elected  <-chan struct{}
+	readyz   []namedCheck
+	healthz  []namedCheck
+}
+
+// namedCheck is a probe's check as registered.
+type namedCheck struct {
+	name  string
+	check healthz.Checker
 }
 
 func (m *setupManager) GetClient() client.Client             { return m.client }
@@ -47,6 +64,21 @@ func (m *setupManager) GetLogger() logr.Logger               { return logr.Disca
 func (m *setupManager) GetCache() cache.Cache                { return m.cache }
 func (m *setupManager) GetFieldIndexer() client.FieldIndexer { return m.indexer }
 func (m *setupManager) Add(r manager.Runnable) error         { m.added = append(m.added, r); return nil }
+func (m *setupManager) Elected() <-chan struct{}             { return m.elected }
+func (m *setupManager) GetEventRecorder(string) crrecorder.EventRecorder {
+	if m.recorder == nil {
+		panic("GetEventRecorder") // SetupWithManager's manager has none
+	}
+	return m.recorder
+}
+func (m *setupManager) AddReadyzCheck(name string, check healthz.Checker) error {
+	m.readyz = append(m.readyz, namedCheck{name, check})
+	return nil
+}
+func (m *setupManager) AddHealthzCheck(name string, check healthz.Checker) error {
+	m.healthz = append(m.healthz, namedCheck{name, check})
+	return nil
+}
 func (m *setupManager) GetControllerOptions() config.Controller {
 	return config.Controller{SkipNameValidation: ptr.To(true)} // one per process, one name
 }
@@ -88,19 +120,40 @@ type built struct{}
 
 func (built) IndexField(context.Context, client.Object, string, client.IndexerFunc) error { return nil }
 
-// setup runs Operator.SetupWithManager with readiness and returns the one
-// controller it built, which is the operator's reconciler: the kit calls
-// its Reconcile (controller-runtime's, which recovers a panic, then
-// yours).
-func setup(op Operator, c client.Client, apiReader client.Reader, readiness *wgctrl.Owner, ca cache.Cache, indexer client.FieldIndexer) (ctl controller.Controller, err error) {
-	m := &setupManager{client: c, apiReader: apiReader, scheme: op.Scheme, cache: ca, indexer: indexer}
+// setup runs the operator's setup on m: Operator.Main with m.grade, or
+// Operator.SetupWithManager with readiness. It returns the one controller
+// it built, which is the operator's reconciler (the kit calls its
+// Reconcile: controller-runtime's, which recovers a panic, then yours),
+// and the Owner: readiness, or the one Main made.
+func setup(op Operator, m *setupManager, readiness *wgctrl.Owner) (ctl controller.Controller, _ *wgctrl.Owner, err error) {
+	what := "Operator.SetupWithManager"
+	if op.Main != nil {
+		what = "Operator.Main"
+	}
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("Operator.SetupWithManager used a part of the manager the kit does not provide (it has GetClient, GetAPIReader, GetScheme, GetRESTMapper, GetCache, GetFieldIndexer, GetLogger, GetControllerOptions and Add): %v", p)
+			err = fmt.Errorf("%s used a part of the manager the kit does not provide (it has GetClient, GetAPIReader, GetScheme, GetRESTMapper, GetCache, GetFieldIndexer, GetLogger, GetControllerOptions, Add, Elected, GetEventRecorder, AddReadyzCheck and AddHealthzCheck): %v", what, p)
 		}
 	}()
-	if err := op.SetupWithManager(m, readiness); err != nil {
-		return nil, fmt.Errorf("Operator.SetupWithManager: %w", err)
+	if op.Main != nil {
+		if err := op.Main(m, m.grade); err != nil {
+			return nil, nil, fmt.Errorf("Operator.Main: %w", err)
+		}
+		var owners []*wgctrl.Owner
+		for _, r := range m.added {
+			if o, ok := r.(*wgctrl.Owner); ok {
+				owners = append(owners, o)
+			}
+		}
+		if len(owners) != 1 {
+			return nil, nil, fmt.Errorf("Operator.Main made %d Owners with grade.Owner(mgr, ...), want one: the owner kind's", len(owners))
+		}
+		readiness = owners[0]
+		if len(m.readyz) == 0 {
+			return nil, nil, fmt.Errorf("Operator.Main registers no readiness check: add mgr.AddReadyzCheck(\"watches\", grade.ReadyzCheck), or a pod is ready before its caches have synced")
+		}
+	} else if err := op.SetupWithManager(m, readiness); err != nil {
+		return nil, nil, fmt.Errorf("Operator.SetupWithManager: %w", err)
 	}
 	var ctls []controller.Controller
 	for _, r := range m.added {
@@ -109,12 +162,24 @@ func setup(op Operator, c client.Client, apiReader client.Reader, readiness *wgc
 		}
 	}
 	if len(ctls) != 1 {
-		return nil, fmt.Errorf("Operator.SetupWithManager built %d controllers, want one: the owner kind's", len(ctls))
+		return nil, nil, fmt.Errorf("%s built %d controllers, want one: the owner kind's", what, len(ctls))
 	}
 	if !readiness.RequeueAdded() {
-		return nil, fmt.Errorf("the controller Operator.SetupWithManager builds has no Owner.Requeue source, so an owner whose verdict changes (a denial repaired) is not reconciled until its next event: build it with readiness.ControllerManagedBy(mgr), or add WatchesRawSource(readiness.Requeue())")
+		return nil, nil, fmt.Errorf("the controller %s builds has no Owner.Requeue source, so an owner whose verdict changes (a denial repaired) is not reconciled until its next event: build it with readiness.ControllerManagedBy(mgr), or add WatchesRawSource(readiness.Requeue())", what)
 	}
-	return ctls[0], nil
+	return ctls[0], readiness, nil
+}
+
+// readyz is the readiness probe Operator.Main registered, as the
+// manager's /readyz answers: every check passes, or the first that
+// fails says why.
+func (m *setupManager) readyzCheck(req *http.Request) error {
+	for _, c := range m.readyz {
+		if err := c.check(req); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+	return nil
 }
 
 // watchedBySetup learns the kinds the controller of op.SetupWithManager
@@ -125,21 +190,27 @@ func setup(op Operator, c client.Client, apiReader client.Reader, readiness *wgc
 // left out of grade.Owner by a controller built with
 // ctrl.NewControllerManagedBy). It returns the indexes the setup adds
 // too.
-func watchedBySetup(op Operator) ([]client.Object, []fieldIndex, error) {
+func watchedBySetup(op Operator) (watched, ownerWatches []client.Object, _ []fieldIndex, _ error) {
 	grade, err := wgctrl.New(wgctrl.Options{Registerer: prometheus.NewRegistry(), Logger: logr.Discard()})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	c := fake.NewClientBuilder().WithScheme(op.Scheme).Build()
-	readiness, err := grade.NewOwner(wgctrl.OwnerConfig{Client: c, Recorder: &events.FakeRecorder{}}, op.Owner, op.OwnerWatches...)
-	if err != nil {
-		return nil, nil, err
+	c := fake.NewClientBuilder().WithScheme(op.Scheme).WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(op.Scheme)).Build()
+	var readiness *wgctrl.Owner
+	if op.Main == nil {
+		if readiness, err = grade.NewOwner(wgctrl.OwnerConfig{Client: c, Recorder: &events.FakeRecorder{}}, op.Owner, op.OwnerWatches...); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	asked := &askedCache{}
 	idx := &indexes{scheme: op.Scheme}
-	ctl, err := setup(op, c, c, readiness, asked, idx)
+	elected := make(chan struct{})
+	close(elected)
+	m := &setupManager{client: c, apiReader: c, scheme: op.Scheme, cache: asked, indexer: idx,
+		grade: grade, recorder: &events.FakeRecorder{}, elected: elected}
+	ctl, readiness, err := setup(op, m, readiness)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -154,7 +225,7 @@ func watchedBySetup(op Operator) ([]client.Object, []fieldIndex, error) {
 
 	ownerGVK, err := apiutil.GVKForObject(op.Owner, op.Scheme)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	depends := map[string]bool{}
 	for _, k := range readiness.Kinds() {
@@ -162,12 +233,11 @@ func watchedBySetup(op Operator) ([]client.Object, []fieldIndex, error) {
 			depends[wgctrl.StreamName(gvk)] = true
 		}
 	}
-	var watched []client.Object
 	var names, missing []string
 	for _, obj := range asked.objs() {
 		gvk, err := apiutil.GVKForObject(obj, op.Scheme)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		name := wgctrl.StreamName(gvk)
 		if gvk == ownerGVK || slices.Contains(names, name) {
@@ -179,10 +249,19 @@ func watchedBySetup(op Operator) ([]client.Object, []fieldIndex, error) {
 			missing = append(missing, name)
 		}
 	}
-	if len(missing) > 0 {
-		return nil, nil, fmt.Errorf("the controller Operator.SetupWithManager builds watches %s, which its Owner does not depend on, so no owner hears of that kind's trouble: build it with readiness.ControllerManagedBy(mgr), whose Owns and Watches are the kinds the owners depend on, or pass the kind to grade.Owner", strings.Join(missing, ", "))
+	if op.Main != nil {
+		// What Main passed to grade.Owner beyond the controller's watches:
+		// kinds the Owner asks the cache for itself.
+		for _, k := range readiness.Kinds() {
+			if gvk, err := apiutil.GVKForObject(k, op.Scheme); err == nil && !slices.Contains(names, wgctrl.StreamName(gvk)) {
+				ownerWatches = append(ownerWatches, k)
+			}
+		}
 	}
-	return watched, idx.all, nil
+	if len(missing) > 0 {
+		return nil, nil, nil, fmt.Errorf("the controller Operator.SetupWithManager builds watches %s, which its Owner does not depend on, so no owner hears of that kind's trouble: build it with readiness.ControllerManagedBy(mgr), whose Owns and Watches are the kinds the owners depend on, or pass the kind to grade.Owner", strings.Join(missing, ", "))
+	}
+	return watched, ownerWatches, idx.all, nil
 }
 
 // askedCache is the cache of watchedBySetup's controller: it records the

@@ -52,7 +52,8 @@
 //     run: they are what the kit's controller stands in for.
 //   - Events are recorded per owner ("Warning Forbidden ..."), as
 //     client-go's events recorder would record them.
-//   - The readiness probe (Grader.ReadyzCheck) is looked at after each
+//   - The readiness probe (Grader.ReadyzCheck, or Operator.Main's
+//     readiness checks) is looked at after each
 //     step and during each Wait, and recorded with how many of the
 //     informers the controller needs have synced ([RecordProbe]).
 //   - The informers' watch error handler is the one
@@ -67,8 +68,12 @@
 // Owner.Status), and, with Operator.SetupWithManager, when the controller
 // it builds has no Owner.Requeue source or watches a kind its Owner does
 // not depend on (built with wgctrl.Owner.ControllerManagedBy, neither can
-// be written). The kit wires the readiness probe itself: a main.go that
-// serves healthz.Ping is not caught here.
+// be written). With Operator.Main, the function main.go calls once the
+// manager is made, the kit runs main's wiring, the probe included: a run
+// also fails when it makes no Owner, registers no readiness check, or
+// registers checks that pass while Grader.ReadyzCheck fails (healthz.Ping
+// as the readiness check). With SetupWithManager or Reconciler the kit
+// wires the probe itself, and such a main.go is not caught.
 //
 // Every process runs as a leader-elected manager does: one started by
 // [Rollout] waits for the lease (no informer, nothing reconciled, its probe
@@ -175,6 +180,34 @@ type Operator struct {
 	// options (WithOptions) and predicates (WithEventFilter) are not
 	// played. Set it or Reconciler.
 	SetupWithManager func(mgr manager.Manager, readiness *wgctrl.Owner) error
+	// Main, if set, is the operator's wiring as its main runs it once the
+	// manager is made: grade.Owner, the controller's setup and the
+	// readiness probe. Factor it out of main.go, and call it there, so
+	// that the kit runs the wiring main runs:
+	//
+	//	func wire(mgr manager.Manager, grade *wgctrl.Grader) error {
+	//		readiness, err := grade.Owner(mgr, &Guestbook{})
+	//		if err != nil {
+	//			return err
+	//		}
+	//		if err := (&GuestbookReconciler{Client: mgr.GetClient(), Readiness: readiness}).SetupWithManager(mgr); err != nil {
+	//			return err
+	//		}
+	//		return mgr.AddReadyzCheck("watches", grade.ReadyzCheck)
+	//	}
+	//
+	// It is run as SetupWithManager is, once per process with a Grader of
+	// the process's own, on a manager that also has Elected,
+	// GetEventRecorder, AddReadyzCheck and AddHealthzCheck, and checked
+	// as SetupWithManager is, and more: the run fails, naming the mistake,
+	// when Main makes no Owner (or several: the kit runs one owner kind),
+	// registers no readiness check, or registers checks that pass before
+	// any informer has synced while grade.ReadyzCheck fails (healthz.Ping
+	// where grade.ReadyzCheck belongs). Its readiness checks, every one
+	// passing, are the probe the kit looks at (RecordProbe) and a Rollout
+	// waits for. Set one of Main, SetupWithManager and Reconciler; with
+	// Main, Watches and OwnerWatches are learnt from it.
+	Main func(mgr manager.Manager, grade *wgctrl.Grader) error
 	// Reconciler makes the operator's reconciler from the client and the
 	// Owner, as its main does, once per process (again at each Restart),
 	// where SetupWithManager is not set.
@@ -378,7 +411,7 @@ func Rollout() Step {
 				time.Sleep(10 * time.Second)
 			}
 			synctest.Wait()
-			if probe = next.grade.ReadyzCheck(nil); probe == nil {
+			if probe = next.readyz(nil); probe == nil {
 				break
 			}
 		}
@@ -783,20 +816,29 @@ func (r *Result) StatusWrites(key types.NamespacedName) int {
 func Run(t *testing.T, op Operator, steps ...Step) *Result {
 	t.Helper()
 	watchtest.DisableHandleErrorBackoff()
-	if op.Scheme == nil || op.Owner == nil || (op.Reconciler == nil) == (op.SetupWithManager == nil) {
-		t.Fatal("wgctrltest: Operator needs a Scheme, an Owner, and a SetupWithManager or a Reconciler")
+	set := 0
+	for _, f := range []bool{op.Main != nil, op.SetupWithManager != nil, op.Reconciler != nil} {
+		if f {
+			set++
+		}
+	}
+	if op.Scheme == nil || op.Owner == nil || set != 1 {
+		t.Fatal("wgctrltest: Operator needs a Scheme, an Owner, and one of Main, SetupWithManager and Reconciler")
 		return nil
 	}
 	var res *Result
 	synctest.Test(t, func(t *testing.T) {
 		var idx []fieldIndex
-		if op.SetupWithManager != nil {
-			watched, indexes, err := watchedBySetup(op)
+		if op.SetupWithManager != nil || op.Main != nil {
+			watched, ownerWatches, indexes, err := watchedBySetup(op)
 			if err != nil {
 				t.Fatalf("wgctrltest: %v", err)
 			}
-			if op.Watches == nil {
+			if op.Watches == nil || op.Main != nil {
 				op.Watches = watched
+			}
+			if op.Main != nil {
+				op.OwnerWatches = ownerWatches
 			}
 			idx = indexes
 		}
@@ -927,7 +969,7 @@ func (w *world) probe() {
 		}
 	}
 	d := "ready"
-	if err := w.proc.grade.ReadyzCheck(nil); err != nil {
+	if err := w.proc.readyz(nil); err != nil {
 		d = "not ready: " + err.Error()
 	}
 	d += fmt.Sprintf("; informers synced %d/%d", synced, needed)
