@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -48,6 +49,10 @@ type history struct {
 	policy     wgwatch.Policy
 	watches    string // typed, metadata-only or unwatched
 	setup      bool   // wired by Operator.SetupWithManager
+	// main has a setup wired as main.go wires it (Operator.Main: the
+	// Owner, the controller, the readiness check), its probe the one the
+	// run looks at and a Rollout waits for.
+	main bool
 	steps      []wgctrltest.Step
 	// facts, in virtual time since the run began.
 	at     []time.Duration // each step's start
@@ -288,6 +293,7 @@ func generate(seed uint64) *history {
 	// watched kinds from it), or by a Reconciler and the kinds given to
 	// the kit: drawn last.
 	h.setup = r.IntN(2) == 0
+	h.main = h.setup && r.IntN(2) == 0
 	return h
 }
 
@@ -369,6 +375,23 @@ func (h *history) operator() wgctrltest.Operator {
 		}
 		if h.watches == "unwatched" {
 			op.OwnerWatches = []client.Object{&corev1.ConfigMap{}} // what main passes to grade.Owner
+		}
+		if h.main {
+			setup, deps := op.SetupWithManager, op.OwnerWatches
+			op.SetupWithManager, op.OwnerWatches = nil, nil
+			op.Main = func(mgr manager.Manager, grade *wgctrl.Grader) error {
+				readiness, err := grade.Owner(mgr, &Guestbook{}, deps...)
+				if err != nil {
+					return err
+				}
+				if err := setup(mgr, readiness); err != nil {
+					return err
+				}
+				if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+					return err
+				}
+				return mgr.AddReadyzCheck("watches", grade.ReadyzCheck)
+			}
 		}
 	}
 	op.Namespaces = h.cacheOrder
@@ -738,6 +761,9 @@ func TestOperatorJudge(t *testing.T) {
 		if h.setup {
 			worlds["setup"]++
 		}
+		if h.main {
+			worlds["main"]++
+		}
 		for _, k := range h.kinds {
 			worlds[k]++
 		}
@@ -755,16 +781,16 @@ func TestOperatorJudge(t *testing.T) {
 				for _, r := range res.Timeline() {
 					fmt.Fprintf(&b, "\n  %s", r)
 				}
-				t.Logf("seed %d (-operator.seed=%d): namespaces=%v owners=%v watches=%s setup=%t policy=%+v%s", seed, seed, h.namespaces, h.owners, h.watches, h.setup, h.policy, b.String())
+				t.Logf("seed %d (-operator.seed=%d): namespaces=%v owners=%v watches=%s setup=%t main=%t policy=%+v%s", seed, seed, h.namespaces, h.owners, h.watches, h.setup, h.main, h.policy, b.String())
 			}
 		}
 	}
 	fmt.Printf("operator: histories=%d failed=%d false_warnings=%d extra_warnings=%d missed_warnings=%d not_converged=%d unreconciled_generation=%d first_sync_writes=%d restart_writes=%d kstatus_disagree=%d events_without_write=%d error_lines=%d missed_error_lines=%d probe_wrong=%d after_deletion=%d second_informers=%d (writes=%d warnings=%d restarts=%d denials=%d deleted=%d, %s)\n",
 		v.histories, v.failed, v.falseWarnings, v.extraWarnings, v.missedWarnings, v.notConverged, v.unreconciledGeneration, v.firstSyncWrites, v.restartWrites, v.kstatusBad, v.eventsWithoutWrite, v.errorLines, v.missedErrorLines, v.probeWrong, v.afterDeletion, v.secondInformers,
 		v.writes, v.warnings, v.restarts, v.denials, v.deletions, time.Since(began).Round(time.Second))
-	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d metadata_only=%d unwatched=%d own_gates=%d setup_with_manager=%d client_faults=%d rollouts=%d\n",
+	fmt.Printf("operator: worlds namespaces=%d progress_deadline_10m=%d denials=%d outages=%d restarts_in_long_outages=%d storms=%d restarts=%d informers_replaced=%d conflicts=%d spec_changes=%d deletions=%d deletions_during_reconcile=%d metadata_only=%d unwatched=%d own_gates=%d setup_with_manager=%d main_wiring=%d client_faults=%d rollouts=%d\n",
 		worlds["namespaces"], worlds["progress_deadline_10m"], worlds["deny"], worlds["outage"], worlds["long_outage"], worlds["storm"], worlds["restart"], worlds["replace"], worlds["conflicts"], worlds["update"],
-		worlds["delete"], worlds["delete during reconcile"], worlds["metadata-only"], worlds["unwatched"], worlds["gate"], worlds["setup"], worlds["write faults"]+worlds["outage"], worlds["rollout"])
+		worlds["delete"], worlds["delete during reconcile"], worlds["metadata-only"], worlds["unwatched"], worlds["gate"], worlds["setup"], worlds["main"], worlds["write faults"]+worlds["outage"], worlds["rollout"])
 	q := v.quietRestarts
 	fmt.Printf("operator: quiet_restarts_checked ready=%d reconciling_stream=%d reconciling_gate=%d stalled_stream=%d stalled_gate=%d\n",
 		q["ready"], q["reconciling_stream"], q["reconciling_gate"], q["stalled_stream"], q["stalled_gate"])
