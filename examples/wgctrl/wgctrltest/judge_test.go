@@ -52,8 +52,8 @@ type history struct {
 	// main has a setup wired as main.go wires it (Operator.Main: the
 	// Owner, the controller, the readiness check), its probe the one the
 	// run looks at and a Rollout waits for.
-	main bool
-	steps      []wgctrltest.Step
+	main  bool
+	steps []wgctrltest.Step
 	// facts, in virtual time since the run began.
 	at     []time.Duration // each step's start
 	kinds  []string        // each step's kind: wait, deny, allow, outage, storm, restart, conflicts, update
