@@ -184,3 +184,27 @@ func ExampleWriter_RunStandby() {
 	// standby wrote Stalled: Forbidden
 	// RunStandby returned: <nil>
 }
+
+// A Reconcile made an informer for one owner (its Secret, say): the
+// owner depends on its stream too, and still does when its informer's
+// update tracks it again.
+func ExampleWriter_TrackStreams() {
+	streams := &watch.Streams{}
+	streams.Add("ConfigMap.v1", "", nil)
+	streams.Add("Secret.v1", "", nil) // the Reconcile's own informer
+	acc, _ := wgreadiness.NewAccumulator(wgreadiness.AccumulatorOptions{})
+	w, _ := wgstatus.New(wgstatus.Options{
+		Accumulator: acc, Streams: streams,
+		Update: func(_ context.Context, obj runtime.Object) (runtime.Object, error) { return obj, nil },
+	})
+	key := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	w.Track(key, wgstatus.Dependencies{Kinds: []string{"ConfigMap.v1"}})
+	w.TrackStreams(key, "Secret.v1")
+	w.Track(key, wgstatus.Dependencies{Kinds: []string{"ConfigMap.v1"}}) // the owner seen again
+	for _, g := range acc.Gates(key) {
+		fmt.Println(g.Name)
+	}
+	// Output:
+	// ConfigMap.v1
+	// Secret.v1
+}
