@@ -237,10 +237,17 @@ func (s *Streams) Names() []string {
 	return slices.Sorted(maps.Keys(s.names))
 }
 
-// Has reports whether an informer of name was added.
+// Has reports whether an informer of name was added. For a
+// [NamespacedStream] ("shop/Secret.v1") it reports whether an informer of
+// the kind restricted to that namespace was added: the informers whose
+// states are passed on under that name. An informer of every namespace
+// passes its states on under the kind's name only.
 func (s *Streams) Has(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ns, kind, ok := strings.Cut(name, "/"); ok {
+		return slices.Contains(s.namespacesLocked(kind), ns)
+	}
 	return s.names[name] != nil
 }
 

@@ -77,6 +77,31 @@ func TestStreamsDependencies(t *testing.T) {
 	}
 }
 
+// Has knows a kind by its name once an informer of it was added, and a
+// NamespacedStream only where an informer of the kind is restricted to
+// that namespace (an informer of every namespace is heard under the
+// kind's name only).
+func TestStreamsHas(t *testing.T) {
+	var s watch.Streams
+	s.Add("Secret.v1", "team-a", nil)
+	s.Add("ConfigMap.v1", "", nil)
+	for name, want := range map[string]bool{
+		"Secret.v1":           true,
+		"team-a/Secret.v1":    true,
+		"team-b/Secret.v1":    false,
+		"ConfigMap.v1":        true,
+		"team-a/ConfigMap.v1": false,
+		"Pod.v1":              false,
+		"team-a/Pod.v1":       false,
+		"":                    false,
+		"/":                   false,
+	} {
+		if got := s.Has(name); got != want {
+			t.Errorf("Has(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
 // The probe waits for each informer not stopped until it has synced,
 // naming its namespace, and forgets a kind whose last informer stopped.
 func TestStreamsCheck(t *testing.T) {

@@ -128,8 +128,7 @@ func (w *Writer) track(key types.NamespacedName, d Dependencies) {
 		for _, name := range d.Streams {
 			if !w.streams.Has(name) && !slices.Contains(d.Kinds, name) {
 				stalled[name] = true
-				acc.SetGate(key, readiness.Stalled(name, ReasonUnknownStream, fmt.Sprintf(
-					"no informer is named %q: name a stream after its kind (watch.StreamName: Kind.version.group), and make its informer before tracking it", name)))
+				acc.SetGate(key, readiness.Stalled(name, ReasonUnknownStream, unknownStreamMessage(name)))
 			}
 		}
 	}
@@ -138,6 +137,15 @@ func (w *Writer) track(key types.NamespacedName, d Dependencies) {
 			acc.RemoveGate(key, gate.Name)
 		}
 	}
+}
+
+// unknownStreamMessage says what to do about a tracked stream no informer
+// has: a kind's name, or a namespace and a kind (watch.NamespacedStream).
+func unknownStreamMessage(name string) string {
+	if ns, kind, ok := strings.Cut(name, "/"); ok {
+		return fmt.Sprintf("no informer of %s is restricted to namespace %s, so nothing is heard under %q: depend on %s (its informers of every namespace), or make an informer of %s in %s before tracking it", kind, ns, name, kind, kind, ns)
+	}
+	return fmt.Sprintf("no informer is named %q: name a stream after its kind (watch.StreamName: Kind.version.group), and make its informer before tracking it", name)
 }
 
 // nilIfEmpty is nss, or nil (every namespace) when it has none.

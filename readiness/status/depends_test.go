@@ -74,6 +74,25 @@ func TestTrackGatesAStreamNoInformerHas(t *testing.T) {
 	}
 }
 
+// TestTrackKnowsANamespacedStreamOfARestrictedInformer: a stream named
+// after a namespace and a kind (watch.NamespacedStream) is known once an
+// informer of the kind is restricted to that namespace: the name the
+// accumulator hears its states under. Only a namespace no informer of the
+// kind serves is unknown.
+func TestTrackKnowsANamespacedStreamOfARestrictedInformer(t *testing.T) {
+	f := newDependsFixture(t, &watch.Streams{})
+	f.streams.Add(kind, "", nil)
+	f.streams.Add("Secret.v1", "shop", nil)
+	f.w.Track(key, wgstatus.Dependencies{Kinds: []string{kind}})
+	f.w.TrackStreams(key, watch.NamespacedStream("shop", "Secret.v1"), watch.NamespacedStream("team-b", "Secret.v1"))
+	if g, ok := f.gate(key, "shop/Secret.v1"); !ok || g.Reason == wgstatus.ReasonUnknownStream {
+		t.Errorf("gate shop/Secret.v1 = %+v (%v), want it followed, not %s", g, ok, wgstatus.ReasonUnknownStream)
+	}
+	if g, _ := f.gate(key, "team-b/Secret.v1"); g.Reason != wgstatus.ReasonUnknownStream {
+		t.Errorf("gate team-b/Secret.v1 = %+v, want Stalled %s: no informer serves team-b", g, wgstatus.ReasonUnknownStream)
+	}
+}
+
 // TestTrackStreamsAreKeptWhenTrackedAgain: the streams a Reconcile adds
 // for one owner stand when the owner is tracked again (its informer's
 // update, a namespace's informer made), until TrackStreams changes them
