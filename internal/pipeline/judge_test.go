@@ -940,6 +940,31 @@ func (ep episode) moved(w *world, streams int, to time.Duration) bool {
 	return false
 }
 
+// endedUnseen reports whether the stall stored at the restart names a
+// stream whose fault had ended before it, though the process before the
+// restart had not seen it end (a handler fault with no event left to
+// handle, seed 4572): the restart's clean start is where the end shows,
+// so a stall message without that stream is the news, not a rewrite.
+func (ep episode) endedUnseen(w *world, before *process, streams int, stored []metav1.Condition) bool {
+	stalled := meta.FindStatusCondition(stored, wgreadiness.ConditionStalled)
+	if before == nil || stalled == nil {
+		return false
+	}
+	for i, s := range w.servers {
+		if streams&(1<<i) == 0 || !strings.Contains(stalled.Message, s.name+":") {
+			continue
+		}
+		faulted := false
+		for _, iv := range s.intervals {
+			faulted = faulted || (iv.start <= ep.stop && iv.end > ep.stop)
+		}
+		if st, _ := before.stateAt(i, ep.stop); !faulted && st.Phase != wgwatch.PhaseStreaming {
+			return true
+		}
+	}
+	return false
+}
+
 // settled reports whether l existed across a quiet window around r and
 // was Ready=True for its generation at r, with every gate of its own
 // established.
@@ -1028,7 +1053,11 @@ func judgeEpisodes(v *verdict, w *world, end time.Duration) {
 		// deliver): the restart's replay is where it shows, so what it
 		// writes is the fault's, not the restart's.
 		unseen := false
+		var before *process
 		for _, q := range w.procs {
+			if q.end == ep.stop {
+				before = q
+			}
 			if q.end == ep.stop && ep.srv >= 0 {
 				st, _ := q.stateAt(ep.srv, ep.stop)
 				unseen = st.Phase == wgwatch.PhaseStreaming
@@ -1087,7 +1116,7 @@ func judgeEpisodes(v *verdict, w *world, end time.Duration) {
 				if wasStalled && isTrue(wr.after, wgreadiness.ConditionStalled) && !isTrue(wr.before, wgreadiness.ConditionStalled) {
 					v.add(&v.restartWrites, "%s %s: a %s reported the stall again at %v: %s-> %s", l.key, l.uid, what, wr.at, trio(wr.before), trio(wr.after))
 				}
-				if ep.fate != fatePersists || unseen || ep.moved(w, g.streams, to) {
+				if ep.fate != fatePersists || unseen || ep.moved(w, g.streams, to) || ep.endedUnseen(w, before, g.streams, conds) {
 					continue
 				}
 				if wasStalled && isTrue(wr.before, wgreadiness.ConditionStalled) && isTrue(wr.after, wgreadiness.ConditionStalled) &&
@@ -1179,10 +1208,18 @@ func judgeHeldStall(v *verdict, w *world, lw lifeWindow) {
 		if l.unwritableAt(t) {
 			continue // no write could take it back (seed 10694)
 		}
-		v.add(&v.heldTooLong, "%s %s: Stalled=True at %v with no gate stalled (written by process %d; process %d started %v)",
-			l.key, l.uid, t, proc, p.id, p.start)
+		v.add(&v.heldTooLong, "%s %s: Stalled=True at %v with no gate stalled (written by process %d; process %d started %v): %s",
+			l.key, l.uid, t, proc, p.id, p.start, stalledMessage(conds))
 		return
 	}
+}
+
+// stalledMessage is the message of stored conditions' Stalled, if any.
+func stalledMessage(c []metav1.Condition) string {
+	if x := meta.FindStatusCondition(c, wgreadiness.ConditionStalled); x != nil {
+		return fmt.Sprintf("%q", x.Message)
+	}
+	return ""
 }
 
 // stallShown reports whether a gate of l is stalled at t in p: a caller's
