@@ -47,7 +47,10 @@ type Dependencies struct {
 	// Streams are further stream names the owner depends on as they are
 	// (an informer made per owner, say). With [Options.Streams] set, one
 	// that no informer has and that is not one of Kinds is a Stalled gate,
-	// [ReasonUnknownStream]: make the informer before Track.
+	// [ReasonUnknownStream]: make the informer before Track. A
+	// [watch.NamespacedStream] ("shop/Secret.v1") is known where an
+	// informer of the kind is restricted to that namespace
+	// ([watch.Streams.Has]).
 	Streams []string
 }
 
